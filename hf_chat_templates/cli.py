@@ -1,0 +1,235 @@
+"""The `hf-chat-templates` command: parse arguments, call the library, format, pick the exit code.
+
+Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error.
+Errors print what failed and what to do, without a traceback unless HF_CHAT_TEMPLATES_DEBUG is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import HfChatTemplatesError
+
+DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"
+
+
+def _emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="hf-chat-templates")
+def cli() -> None:
+    """Install, verify and publish chat templates on Hugging Face tokenizers."""
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def list_command(as_json: bool) -> None:
+    """List the bundled families, their variants, control tokens and stop tokens."""
+    from .registry import list_families
+
+    families = list_families()
+    if as_json:
+        _emit_json([_family_dict(f) for f in families])
+        return
+    for fam in families:
+        click.echo(f"{fam.name}  (base tokenizer: {fam.base_tokenizer})")
+        click.echo(f"  {fam.description}")
+        for var in fam.variants.values():
+            default = " [default]" if var.name == fam.default_variant else ""
+            click.echo(f"  variant {var.name}{default}")
+            click.echo(f"    control tokens: {' '.join(var.control_tokens)}")
+            click.echo(f"    stop tokens:    {' '.join(var.stop_tokens)}")
+
+
+def _family_dict(fam: Any) -> dict[str, Any]:
+    return {
+        "name": fam.name,
+        "description": fam.description,
+        "default_variant": fam.default_variant,
+        "base_tokenizer": fam.base_tokenizer,
+        "template_writes_bos": fam.template_writes_bos,
+        "pad_tokens": list(fam.pad_tokens),
+        "variants": {
+            v.name: {
+                "template": v.template_path.name,
+                "sha256": v.sha256,
+                "description": v.description,
+                "control_tokens": list(v.control_tokens),
+                "stop_tokens": list(v.stop_tokens),
+                "kwargs": {k.name: ({"default": k.default} if k.has_default else {}) | {"doc": k.doc} for k in v.kwargs},
+                "provenance": v.provenance,
+            }
+            for v in fam.variants.values()
+        },
+    }
+
+
+@cli.command("show")
+@click.argument("family")
+@click.option("--variant", default=None, help="Variant name (default: the family's default variant).")
+@click.option("--template", "show_template", is_flag=True, help="Print the template text only.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def show_command(family: str, variant: str | None, show_template: bool, as_json: bool) -> None:
+    """Show one family: its config, or with --template the template itself."""
+    from .registry import get_family
+
+    fam = get_family(family)
+    var = fam.variant(variant)
+    if show_template:
+        click.echo(var.template, nl=False)
+        return
+    info = _family_dict(fam)
+    info["variants"] = {var.name: info["variants"][var.name]}
+    if as_json:
+        _emit_json(info)
+        return
+    v = info["variants"][var.name]
+    click.echo(f"{fam.name} / {var.name}: {v['description']}")
+    click.echo(f"  template:       {fam.directory / v['template']}  (sha256 {v['sha256']})")
+    click.echo(f"  control tokens: {' '.join(v['control_tokens'])}")
+    click.echo(f"  stop tokens:    {' '.join(v['stop_tokens'])}")
+    click.echo(f"  writes BOS:     {fam.template_writes_bos}")
+    click.echo(f"  base tokenizer: {fam.base_tokenizer}")
+    for name, kw in v["kwargs"].items():
+        default = f" (default {kw['default']!r})" if "default" in kw else ""
+        click.echo(f"  kwarg {name}{default}: {kw['doc']}")
+    for key, value in v["provenance"].items():
+        click.echo(f"  provenance {key}: {value}")
+
+
+@cli.command("install")
+@click.argument("family", required=False)
+@click.option("--tokenizer", "tokenizer", help="Source tokenizer: a local folder or a Hub repo id.")
+@click.option("--output", type=click.Path(path_type=Path), required=True, help="Folder to write.")
+@click.option("--variant", default=None, help="Template variant (default: the family's default).")
+@click.option("--format", "fmt", type=click.Choice(["both", "jinja", "config"]), default="both", show_default=True,
+              help="Write chat_template.jinja, the tokenizer_config.json key, or both.")
+@click.option("--reuse-reserved", is_flag=True, help="Write new control tokens over unused reserved slots.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--force", is_flag=True, help="Replace a non-empty --output (the old one is kept beside it).")
+@click.option("--revision", default=None, help="Hub revision when --tokenizer is a repo id.")
+@click.option("--token", default=None, help="Hub token (default: HF_TOKEN or your login).")
+@click.option("--all", "all_families", is_flag=True,
+              help="Every bundled family on its default base tokenizer, each in OUTPUT/FAMILY.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def install_command(
+    family: str | None,
+    tokenizer: str | None,
+    output: Path,
+    variant: str | None,
+    fmt: str,
+    reuse_reserved: bool,
+    dry_run: bool,
+    force: bool,
+    revision: str | None,
+    token: str | None,
+    all_families: bool,
+    as_json: bool,
+) -> None:
+    """Install FAMILY's template on a tokenizer, registering its control tokens and stop ids."""
+    from .base_tokenizers import base_tokenizer
+    from .errors import UsageError
+    from .install import apply_install, plan_install
+    from .registry import get_family, list_families
+
+    if all_families:
+        if family or tokenizer:
+            raise UsageError("--all installs every family on its default base; drop FAMILY and --tokenizer",
+                             hint="hf-chat-templates install --all --output DIR")
+        jobs = [(f, str(base_tokenizer(f.base_tokenizer)), output / f.name) for f in list_families()]
+    else:
+        if not family:
+            raise UsageError("missing FAMILY", hint="hf-chat-templates list")
+        fam = get_family(family)
+        if not tokenizer:
+            raise UsageError("missing --tokenizer", hint=f"e.g. --tokenizer $(hf-chat-templates base-tokenizer "
+                                                          f"{fam.base_tokenizer} --output base)")
+        jobs = [(fam, tokenizer, output)]
+    documents = []
+    for fam, src, out in jobs:
+        plan = plan_install(fam, src, out, variant=None if all_families else variant, format=fmt,
+                            reuse_reserved=reuse_reserved, force=force, revision=revision, token=token)
+        for warning in plan.warnings:
+            _warn(f"{fam.name}: {warning}")
+        if dry_run:
+            documents.append(plan.to_dict())
+            if not as_json:
+                click.echo(plan.describe())
+            continue
+        result = apply_install(plan, force=force)
+        documents.append(result.to_dict())
+        if as_json:
+            continue
+        if all_families:
+            grew = f"+{plan.vocabulary_grew} ids" if plan.vocabulary_grew else "vocab unchanged"
+            click.echo(f"{fam.name:<18} {plan.variant:<9} -> {out}  [{grew}; eos {plan.eos_token[1]}; "
+                       f"stop ids {list(plan.stop_token_ids)}]")
+        else:
+            click.echo(plan.describe())
+            if result.already_installed:
+                click.echo(f"already installed: {out} holds exactly these files; nothing written")
+            else:
+                click.echo(f"written: {out}" + (f" (previous folder kept at {result.replaced_to})"
+                                                 if result.replaced_to else ""))
+    if as_json:
+        _emit_json(documents if all_families else documents[0])
+
+
+@cli.command("base-tokenizer")
+@click.argument("name")
+@click.option("--output", type=click.Path(path_type=Path), default=None,
+              help="Copy the tokenizer folder here (default: print the cached folder's path).")
+@click.option("--add-bos/--no-add-bos", default=None,
+              help="Whether tokenizer(text) prepends BOS (default: as the model's Hub tokenizer does).")
+@click.option("--force", is_flag=True, help="Replace a non-empty --output.")
+def base_tokenizer_command(name: str, output: Path | None, add_bos: bool | None, force: bool) -> None:
+    """Build a real tokenizer offline from installed packages: llama3, o200k-harmony, mistral-v3-sp.
+
+    Prints the folder's path on stdout."""
+    from .base_tokenizers import base_tokenizer, write_base_tokenizer
+
+    if output is None:
+        click.echo(str(base_tokenizer(name, add_bos=add_bos)))
+    else:
+        click.echo(str(write_base_tokenizer(name, output, add_bos=add_bos, force=force)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn expected errors into a message and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(2)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(2)
+    except HfChatTemplatesError as err:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        click.echo(f"error: {err}", err=True)
+        if err.hint:
+            click.echo(f"  to fix: {err.hint}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted; nothing was published", err=True)
+        sys.exit(2)
+    except Exception as err:  # an unexpected failure is still reported without a traceback by default
+        if os.environ.get(DEBUG_ENV):
+            raise
+        click.echo(f"error: unexpected {type(err).__name__}: {err}", err=True)
+        click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
+        sys.exit(2)
+    sys.exit(0)
