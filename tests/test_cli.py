@@ -1,0 +1,130 @@
+"""The command line: exit codes, messages on stderr without tracebacks, JSON on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_chat_templates.cli import main
+
+from .conftest import REPO_ROOT, snapshot
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def test_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "list", "--json")
+    assert code == 0
+    assert [f["name"] for f in json.loads(out)] == ["gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"]
+    code, out, _ = run(capsys, "show", "llama3.2-pythonic")
+    assert code == 0 and "<|eot_id|>" in out and "date_string" in out
+    code, out, _ = run(capsys, "show", "gemma3-tools", "--template")
+    assert code == 0 and out.startswith("{{ bos_token }}")
+
+
+def test_install_dry_run_writes_nothing(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path) -> None:
+    before = snapshot(toy_tokenizer)
+    code, out, err = run(capsys, "install", "gigachat3", "--tokenizer", str(toy_tokenizer),
+                         "--output", str(tmp_path / "out"), "--dry-run")
+    assert code == 0
+    assert "add     chat_template.jinja" in out and "<|message_sep|>" in out and "resize" in out
+    assert "warning: gigachat3: the vocabulary grows" in err
+    assert not (tmp_path / "out").exists() and snapshot(toy_tokenizer) == before
+
+
+def test_install_json(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "install", "llama3.2-pythonic", "--tokenizer", str(toy_tokenizer),
+                       "--output", str(tmp_path / "out"), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["family"] == "llama3.2-pythonic" and doc["eos_token"]["after"] == "<|eot_id|>"
+    assert (tmp_path / "out" / "chat_template.jinja").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["install", "nofamily", "--tokenizer", "{src}", "--output", "{out}"], "unknown family 'nofamily'"),
+        (["install", "gigachat3", "--tokenizer", "{tmp}/missing", "--output", "{out}"], "no such folder"),
+        (["install", "gigachat3", "--output", "{out}"], "missing --tokenizer"),
+        (["install", "gigachat3", "--tokenizer", "{src}", "--output", "{out}", "--variant", "x"], "no variant 'x'"),
+        (["install", "gigachat3", "--tokenizer", "{src}", "--output", "{out}", "--format", "yaml"], "Invalid value"),
+        (["show", "gpt-oss", "--variant", "nope"], "no variant 'nope'"),
+        (["base-tokenizer", "gpt2"], "unknown base tokenizer 'gpt2'"),
+        (["nosuchcommand"], "No such command"),
+    ],
+)
+def test_bad_input_exits_2(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    before = snapshot(toy_tokenizer)
+    args = [a.format(src=toy_tokenizer, out=tmp_path / "out", tmp=tmp_path) for a in args]
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and out == ""
+    assert snapshot(toy_tokenizer) == before and not (tmp_path / "out").exists()
+
+
+def test_template_that_fails_to_parse(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from hf_chat_templates.registry import _load_all
+
+    configs = tmp_path / "configs"
+    shutil.copytree(REPO_ROOT / "model_configs", configs)
+    template = configs / "gemma3-tools" / "upstream.jinja"
+    template.write_text(template.read_text().replace("{%- endif -%}", "", 1))
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_MODEL_CONFIGS", str(configs))
+    _load_all.cache_clear()
+    before = snapshot(toy_tokenizer)
+    try:
+        code, _, err = run(capsys, "install", "gemma3-tools", "--tokenizer", str(toy_tokenizer),
+                           "--output", str(tmp_path / "out"))
+    finally:
+        _load_all.cache_clear()
+    assert code == 2
+    assert f"{template}, line" in err and "does not parse" in err
+    assert snapshot(toy_tokenizer) == before and not (tmp_path / "out").exists()
+
+
+def test_debug_variable_shows_the_traceback(toy_tokenizer: Path, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "hf_chat_templates", "install", "gigachat3", "--tokenizer",
+           str(tmp_path / "missing"), "--output", str(tmp_path / "out")]
+    quiet = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr and "no such folder" in quiet.stderr
+    loud = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_CHAT_TEMPLATES_DEBUG": "1"})
+    assert loud.returncode != 0 and "Traceback" in loud.stderr
+
+
+def test_light_import_path() -> None:
+    """`import hf_chat_templates` and `--help` must not import transformers (nor tokenizers)."""
+    code = (
+        "import sys\n"
+        "import hf_chat_templates\n"
+        "from hf_chat_templates.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "try:\n"
+        "    main(['install', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in ('transformers', 'tokenizers', 'huggingface_hub', 'torch') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in result.stdout

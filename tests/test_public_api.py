@@ -1,0 +1,43 @@
+"""The public surface is small and explicit; a change to it is deliberate."""
+
+from __future__ import annotations
+
+import hf_chat_templates
+
+EXPECTED = {
+    "BASE_TOKENIZERS",
+    "Family",
+    "FileChange",
+    "HfChatTemplatesError",
+    "InstallPlan",
+    "InstallResult",
+    "TemplateKwarg",
+    "TokenChange",
+    "TokenizerFolder",
+    "Variant",
+    "apply_install",
+    "base_tokenizer",
+    "get_family",
+    "install",
+    "list_families",
+    "plan_install",
+    "read_folder",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(hf_chat_templates.__all__) == EXPECTED
+    for name in EXPECTED:
+        assert getattr(hf_chat_templates, name) is not None
+
+
+def test_errors_keep_builtin_meaning() -> None:
+    from hf_chat_templates import errors
+
+    assert issubclass(errors.UnknownNameError, LookupError)
+    assert issubclass(errors.ConfigError, ValueError)
+    assert issubclass(errors.TokenizerFolderError, OSError)
+    assert issubclass(errors.OutputExistsError, FileExistsError)
+    assert issubclass(errors.MissingDependencyError, ImportError)
+    err = errors.TokenizerFolderError("x: broken", hint="do y")
+    assert str(err) == "x: broken" and err.hint == "do y"
