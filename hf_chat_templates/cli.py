@@ -187,6 +187,64 @@ def install_command(
         _emit_json(documents if all_families else documents[0])
 
 
+@cli.command("verify")
+@click.argument("source", required=False)
+@click.option("--family", default=None, help="Verify this bundled family's template on SOURCE.")
+@click.option("--variant", default=None, help="The family's variant (default: its default variant).")
+@click.option("--template", "template_file", type=click.Path(path_type=Path), default=None,
+              help="Verify this template file on SOURCE.")
+@click.option("--conversations", type=click.Path(path_type=Path), default=None,
+              help="Also check every record of a JSONL file of {\"messages\": [...], \"tools\": [...]}.")
+@click.option("--only", default=None, help="Comma-separated check ids to run.")
+@click.option("--workers", type=int, default=None, help="Worker processes for --conversations.")
+@click.option("--all", "all_families", is_flag=True,
+              help="Every bundled family and variant on its default real base tokenizer.")
+@click.option("--revision", default=None, help="Hub revision when SOURCE is a repo id.")
+@click.option("--token", default=None, help="Hub token (default: HF_TOKEN or your login).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def verify_command(source: str | None, family: str | None, variant: str | None, template_file: Path | None,
+                   conversations: Path | None, only: str | None, workers: int | None, all_families: bool,
+                   revision: str | None, token: str | None, as_json: bool) -> None:
+    """Run the named checks on a tokenizer and template. Exit 1 when a check fails."""
+    from .errors import UsageError
+    from .report import format_matrix, format_report
+    from .verify import verify, verify_all
+
+    checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
+    if all_families:
+        if source or family or template_file:
+            raise UsageError("--all verifies every bundled family; drop SOURCE, --family and --template",
+                             hint="hf-chat-templates verify --all")
+        reports = verify_all(only=checks)
+        if as_json:
+            _emit_json([r.to_dict() for r in reports])
+        else:
+            click.echo(format_matrix(reports))
+        sys.exit(0 if all(r.ok for r in reports) else 1)
+    if not source:
+        raise UsageError("missing SOURCE (a tokenizer folder or Hub repo id), or --all",
+                         hint="hf-chat-templates verify --all")
+    report = verify(source, family=family, variant=variant, template=template_file, only=checks,
+                    revision=revision, token=token)
+    dataset = None
+    if conversations is not None:
+        from .dataset import verify_conversations
+
+        dataset = verify_conversations(source, conversations, family=family, variant=variant,
+                                       template=template_file, workers=workers, progress=not as_json)
+    if as_json:
+        doc = report.to_dict()
+        if dataset is not None:
+            doc["conversations"] = dataset.to_dict()
+        _emit_json(doc)
+    else:
+        click.echo(format_report(report))
+        if dataset is not None:
+            click.echo(dataset.describe())
+    failed = not report.ok or (dataset is not None and not dataset.ok)
+    sys.exit(1 if failed else 0)
+
+
 @cli.command("base-tokenizer")
 @click.argument("name")
 @click.option("--output", type=click.Path(path_type=Path), default=None,

@@ -1,0 +1,277 @@
+"""Checks on what a rendering keeps: it renders, drops nothing, trains content + stop, is stable, deterministic,
+portable to minijinja, and equal to the official renderer where there is one."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Callable
+
+import jinja2.meta
+
+from .probes import Probe
+from .rendering import frozen_clock, render_minijinja
+from .templates import _parse_environment
+from .verify import CheckResult, Finding, VerifyContext, around, first_difference, verdict
+
+CLOCKS = (dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2031, 12, 30, 23, 58, 59))
+STANDARD_VARIABLES = {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token",
+                      "pad_token", "unk_token", "raise_exception", "strftime_now", "namespace", "dict", "range",
+                      "loop", "none", "true", "false"}
+_KIND_NAMES = {"content": "content", "system": "system content", "part": "content part", "tool_name":
+               "tool-call name", "argument": "tool-call argument value", "tool_result": "tool result",
+               "reasoning": "reasoning", "tool_schema": "tool definition"}
+
+
+def renders(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    for probe in ctx.probes:
+        r = ctx.rendered[probe.id]
+        if not r.ok:
+            findings.append(Finding(probe.id, f"probe {probe.id} ({probe.description}) does not render in "
+                                              f"transformers' sandbox: {r.error}", {"error": r.error}))
+    return verdict("renders", findings, f"all {len(ctx.probes)} probes render in transformers' sandbox",
+                   "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with "
+                   "arguments as dict or JSON string, content None, content as a list of parts")
+
+
+def _required(ctx: VerifyContext, capability: str | None) -> bool:
+    if capability is None:
+        return True
+    if capability == "parallel_calls":  # a template that renders one call must render every call
+        return ctx.capabilities.get("tool_calls") == "yes"
+    return ctx.capabilities.get(capability) == "yes"
+
+
+def nothing_dropped(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    for probe in ctx.probes:
+        r = ctx.rendered[probe.id]
+        if not r.ok:
+            continue
+        for s in probe.sentinels:
+            if s.text in (r.text or "") or not _required(ctx, s.capability):
+                continue
+            if probe.continue_final_message and s.message == len(probe.messages) - 1:
+                continue
+            where = "the tool definitions" if s.message is None else f"message {s.message}"
+            findings.append(Finding(probe.id, f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {where} "
+                                              f"({s.text!r}) is missing from the rendering",
+                                    {"message_index": s.message, "sentinel": s.text, "kind": s.kind}))
+    return verdict("nothing-dropped", findings, "every content string, part, tool call, argument, tool result and "
+                   "reasoning the template reads is in the rendering",
+                   "render every element of message.tool_calls and every text part, not only the first")
+
+
+def _completion_probes(ctx: VerifyContext) -> list[Probe]:
+    out = []
+    for p in ctx.probes:
+        last = p.messages[-1] if p.messages else {}
+        if (p.ends_with_assistant and not p.continue_final_message and isinstance(last.get("content"), str)
+                and last["content"] == last["content"].strip() and "tool_calls" not in last
+                and "reasoning_content" not in last and p.messages[-2]["role"] != "assistant"
+                and ctx.applicable(p) and ctx.rendered[p.id].ok):
+            out.append(p)
+    return out
+
+
+def _generated_header(ctx: VerifyContext, tail: str, answer: str) -> str | None:
+    """What the model writes before the content: nothing, or a header that ends with a control token (Harmony's
+    `<|channel|>final<|message|>`). Stray text or whitespace before the content is not a header."""
+    at = tail.find(answer)
+    if at == 0:
+        return ""
+    if at < 0:
+        return None
+    header = tail[:at]
+    return header if any(header.endswith(t) for t in ctx.control_tokens) else None
+
+
+def completion_matches_content(ctx: VerifyContext) -> CheckResult:
+    if not ctx.stop_tokens:
+        return CheckResult("completion-matches-content", "fail", "no stop token is known for this template",
+                           hint="declare stop_tokens in the family config")
+    findings = []
+    probes = _completion_probes(ctx)
+    for probe in probes:
+        messages = probe.message_list()
+        answer = messages[-1]["content"]
+        prompt_r = ctx.renderer.render(messages[:-1], probe.tool_list(), add_generation_prompt=True)
+        full = ctx.rendered[probe.id].text or ""
+        if not prompt_r.ok:
+            findings.append(Finding(probe.id, f"probe {probe.id}: the prompt does not render ({prompt_r.error})"))
+            continue
+        prompt = prompt_r.text or ""
+        index = len(messages) - 1
+        if not full.startswith(prompt):
+            pos = first_difference(prompt, full)
+            findings.append(Finding(probe.id, f"probe {probe.id}: the generation prompt is not a prefix of the "
+                                              f"training rendering at char {pos}: prompt {around(prompt, pos)} vs "
+                                              f"conversation {around(full, pos)}",
+                                    {"message_index": index, "char_position": pos}))
+            continue
+        tail = full[len(prompt):]
+        header = _generated_header(ctx, tail, answer)
+        if header is None:
+            pos = first_difference(answer, tail)
+            findings.append(Finding(probe.id, f"probe {probe.id}: the trained completion of message {index} is not "
+                                              f"the content: expected {around(answer, pos)}, got {around(tail, pos)}",
+                                    {"message_index": index, "char_position": len(prompt) + pos}))
+            continue
+        rest = tail[len(header) + len(answer):]
+        stop = next((t for t in ctx.stop_tokens if rest.startswith(t)), None)
+        if stop is None:
+            nearest = min(((rest.find(t), t) for t in ctx.stop_tokens if t in rest), default=(-1, None))
+            extra = rest[:nearest[0]] if nearest[0] > 0 else rest[:20]
+            findings.append(Finding(probe.id, f"probe {probe.id}: message {index}: after the content comes "
+                                              f"{extra!r} before the stop token {nearest[1] or ctx.stop_tokens[0]}: "
+                                              f"the model is trained to write it; "
+                                              f"{around(full, len(prompt) + len(header) + len(answer))}",
+                                    {"message_index": index,
+                                     "char_position": len(prompt) + len(header) + len(answer), "extra": extra}))
+            continue
+        after = rest[len(stop):]
+        if after.strip():
+            findings.append(Finding(probe.id, f"probe {probe.id}: message {index}: text {after[:20]!r} follows the "
+                                              f"stop token {stop}", {"message_index": index}))
+            continue
+        prompt_ids, full_ids = ctx.renderer.encode(prompt), ctx.renderer.encode(full)
+        if full_ids[:len(prompt_ids)] != prompt_ids:
+            i = first_difference(prompt_ids, full_ids)
+            findings.append(Finding(probe.id, f"probe {probe.id}: the prompt's tokens are not a prefix of the "
+                                              f"conversation's at token {i}: {ctx.pieces(prompt_ids[i:i + 2])} vs "
+                                              f"{ctx.pieces(full_ids[i:i + 2])} (the answer merges into the prompt)",
+                                    {"message_index": index, "token_position": i}))
+            continue
+        completion = full_ids[len(prompt_ids):]
+        stop_id = ctx.token_id(stop)
+        if stop_id not in completion or ctx.tokenizer.decode(completion[:completion.index(stop_id)]) != header + answer:
+            findings.append(Finding(probe.id, f"probe {probe.id}: message {index}: the completion tokens "
+                                              f"{ctx.pieces(completion[:8])} do not decode to the content then "
+                                              f"{stop}", {"message_index": index, "token_position": len(prompt_ids)}))
+    if not probes:
+        return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
+    return verdict("completion-matches-content", findings,
+                   f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)",
+                   "write the stop token right after the content, and let the generation prompt end where the "
+                   "answer begins")
+
+
+def prefix_stable(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    checked = 0
+    for probe in ctx.probes:
+        if len(probe.messages) < 3 or not ctx.rendered[probe.id].ok or not ctx.applicable(probe):
+            continue
+        messages, tools = probe.message_list(), probe.tool_list()
+        for k in range(1, len(messages)):
+            if messages[k - 1]["role"] == "assistant":
+                continue  # a final answer may close differently from a past one (e.g. Harmony's <|return|>)
+            shorter = ctx.renderer.render(messages[:k], tools)
+            longer = ctx.renderer.render(messages[:k + 1], tools)
+            if not (shorter.ok and longer.ok):
+                continue
+            checked += 1
+            a, b = ctx.renderer.encode(shorter.text or ""), ctx.renderer.encode(longer.text or "")
+            if b[:len(a)] != a:
+                i = first_difference(a, b)
+                pos = first_difference(shorter.text or "", longer.text or "")
+                findings.append(Finding(probe.id, f"probe {probe.id}: the ids of the first {k} messages are not a "
+                                                  f"prefix of the first {k + 1}: token {i} {ctx.pieces(a[i:i + 2])} "
+                                                  f"becomes {ctx.pieces(b[i:i + 2])} ({around(longer.text or '', pos)})",
+                                        {"message_index": k, "token_position": i, "char_position": pos}))
+                break
+    if not checked:
+        return CheckResult("prefix-stable", "skip", "no multi-turn probe renders")
+    return verdict("prefix-stable", findings, f"each turn's ids extend the previous ones ({checked} prefixes)",
+                   "render earlier turns the same way whatever follows them")
+
+
+def _clock_kwargs(ctx: VerifyContext) -> list[str]:
+    names = [k.name for k in ctx.variant.kwargs] if ctx.variant else []
+    ast = _parse_environment().parse(ctx.template)
+    names += sorted(jinja2.meta.find_undeclared_variables(ast) - STANDARD_VARIABLES - set(names))
+    return names
+
+
+def deterministic(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    probes = [p for p in ctx.probes if p.id in ("plain", "tools-declared", "generation-prompt")]
+    for probe in probes:
+        outs = []
+        for clock in CLOCKS:
+            with frozen_clock(clock):
+                outs.append(ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                                add_generation_prompt=probe.add_generation_prompt))
+        if not all(o.ok for o in outs) or outs[0].text == outs[1].text:
+            continue
+        a, b = outs[0].text or "", outs[1].text or ""
+        pos = first_difference(a, b)
+        pin = None
+        for name in _clock_kwargs(ctx):
+            pinned = []
+            for clock in CLOCKS:
+                with frozen_clock(clock):
+                    pinned.append(ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                                      add_generation_prompt=probe.add_generation_prompt,
+                                                      **{name: "26 Jul 2024"}))
+            if all(o.ok for o in pinned) and pinned[0].text == pinned[1].text:
+                pin = name
+                break
+        findings.append(Finding(probe.id, f"probe {probe.id}: the rendering reads the clock (message "
+                                          f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos)} on "
+                                          f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos)} on {CLOCKS[1]:%Y-%m-%d}"
+                                          + (f"; passing {pin}=… pins it" if pin else "; no kwarg pins it"),
+                                {"char_position": pos, "pinned_by": pin}))
+        break
+    hint = ("pass the pinning kwarg in training (e.g. apply_chat_template(..., date_string='26 Jul 2024')), or use "
+            "a variant whose date has a fixed default")
+    return verdict("deterministic", findings, "the rendering does not depend on the clock", hint)
+
+
+def engine_parity(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    variables = ctx.renderer.template_variables()
+    for probe in ctx.probes:
+        if probe.continue_final_message or not ctx.rendered[probe.id].ok:
+            continue
+        with frozen_clock(CLOCKS[0]):
+            reference = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                            add_generation_prompt=probe.add_generation_prompt)
+        other = render_minijinja(ctx.template, probe.message_list(), probe.tool_list(),
+                                 add_generation_prompt=probe.add_generation_prompt,
+                                 variables={**variables, **ctx.kwargs}, clock=CLOCKS[0])
+        if not other.ok:
+            findings.append(Finding(probe.id, f"probe {probe.id}: minijinja cannot render it: {other.error}",
+                                    {"error": other.error}))
+            continue
+        if other.text != reference.text:
+            a, b = reference.text or "", other.text or ""
+            pos = first_difference(a, b)
+            findings.append(Finding(probe.id, f"probe {probe.id}: minijinja renders differently from char {pos} "
+                                              f"(message {ctx.message_at(probe, pos)}): transformers "
+                                              f"{around(a, pos)} vs minijinja {around(b, pos)}",
+                                    {"char_position": pos, "message_index": ctx.message_at(probe, pos)}))
+    return verdict("engine-parity", findings, "minijinja renders every probe exactly as transformers",
+                   "avoid Python-only methods and filters the other engine lacks (see the message)")
+
+
+def reference_parity(ctx: VerifyContext) -> CheckResult:
+    from .reference import reference_for
+
+    reference = reference_for(ctx)
+    if reference is None:
+        family = ctx.variant.family if ctx.variant else "this template"
+        return CheckResult("reference-parity", "skip", f"no official renderer for {family}")
+    return reference(ctx)
+
+
+CHECKS: dict[str, Callable[[VerifyContext], CheckResult]] = {
+    "renders": renders,
+    "nothing-dropped": nothing_dropped,
+    "completion-matches-content": completion_matches_content,
+    "prefix-stable": prefix_stable,
+    "deterministic": deterministic,
+    "engine-parity": engine_parity,
+    "reference-parity": reference_parity,
+}
+

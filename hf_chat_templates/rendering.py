@@ -1,0 +1,157 @@
+"""Rendering a template the way its consumers do: transformers' own sandbox, and minijinja.
+
+transformers is the reference: `Renderer.render` calls `tokenizer.apply_chat_template(tokenize=False)`, so the
+sandbox, the globals (`raise_exception`, `strftime_now`, `tojson`, `namespace`), the message normalization and the
+special-token variables are exactly what training scripts get. `frozen_clock` pins `strftime_now`;
+`render_minijinja` renders the same inputs in minijinja (the engine of TGI and mistral.rs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .errors import missing_dependency
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The outcome of one render: the text, or the error it raised."""
+
+    text: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+def describe_exception(err: BaseException) -> str:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+class Renderer:
+    """Renders conversations with one template on one tokenizer, and encodes the results."""
+
+    def __init__(self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.template = template
+        self.kwargs = dict(kwargs or {})
+        self._cache: dict[Any, Rendered] = {}
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool = False,
+        cache: bool = True,
+        **extra: Any,
+    ) -> Rendered:
+        key = None
+        if cache and not extra:
+            key = json.dumps([messages, tools, add_generation_prompt, continue_final_message], sort_keys=True,
+                             default=str)
+            if key in self._cache:
+                return self._cache[key]
+        try:
+            text = self.tokenizer.apply_chat_template(
+                messages,
+                tools=tools,
+                chat_template=self.template,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message,
+                **{**self.kwargs, **extra},
+            )
+            outcome = Rendered(text)
+        except Exception as err:  # a template may raise anything; the check reports it
+            outcome = Rendered(None, describe_exception(err))
+        if key is not None:
+            self._cache[key] = outcome
+        return outcome
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+    def token_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                  **flags: Any) -> list[int]:
+        out = self.tokenizer.apply_chat_template(
+            messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
+            **{**self.kwargs, **flags},
+        )
+        return list(out["input_ids"])
+
+    def template_variables(self) -> dict[str, Any]:
+        """The special-token variables transformers passes to every template (bos_token, eos_token, …)."""
+        return dict(self.tokenizer.special_tokens_map)
+
+
+@contextlib.contextmanager
+def frozen_clock(moment: _dt.datetime) -> Iterator[None]:
+    """Make transformers' `strftime_now` read `moment` instead of the clock."""
+    from transformers.utils import chat_template_utils
+
+    class _Frozen(_dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> _dt.datetime:  # type: ignore[override]
+            return moment if tz is None else moment.replace(tzinfo=tz)
+
+    original = chat_template_utils.datetime
+    chat_template_utils.datetime = _Frozen  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        chat_template_utils.datetime = original  # type: ignore[misc]
+
+
+def normalize_for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as transformers hands them to a template (None values dropped, reasoning aliased)."""
+    from transformers.utils import chat_template_utils as ctu
+
+    normalized = ctu._normalize_chat_messages(messages)
+    return ctu._alias_reasoning_fields(ctu._plain_template_data(normalized))
+
+
+def render_minijinja(
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    *,
+    add_generation_prompt: bool,
+    variables: dict[str, Any],
+    clock: _dt.datetime,
+) -> Rendered:
+    """Render in minijinja with transformers' globals and its `tojson` emulated."""
+    try:
+        import minijinja
+    except ImportError:
+        raise missing_dependency("minijinja", "reference", "the engine-parity check") from None
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent,
+                          separators=tuple(separators) if separators else None, sort_keys=sort_keys)
+
+    env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, undefined_behavior="lenient")
+    env.add_filter("tojson", tojson)
+    env.add_function("raise_exception", raise_exception)
+    env.add_function("strftime_now", lambda fmt: clock.strftime(fmt))
+    context = {**variables, "messages": normalize_for_template(messages), "tools": tools,
+               "add_generation_prompt": add_generation_prompt}
+    try:
+        return Rendered(env.render_str(template, **context))
+    except Exception as err:
+        return Rendered(None, describe_exception(err))
