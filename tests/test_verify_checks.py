@@ -1,0 +1,235 @@
+"""Every check fails on a crafted broken tokenizer or template, with a message naming what and where.
+
+The baseline is a ChatML-like template on a small trained tokenizer: it passes, and each test breaks one thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hf_chat_templates.folder import dump_json, read_folder
+from hf_chat_templates.probes import Probe, build_probes
+from hf_chat_templates.verify import VerifyContext, run_checks
+from hf_chat_templates.vocab import register_control_tokens
+
+from .conftest import build_toy_tokenizer
+
+CONTROL = ["<|im_start|>", "<|im_end|>"]
+# Renders tool calls, parts and results; every control token is written from a literal.
+GOOD = (
+    "{%- if tools -%}{{- '<|im_start|>tools\\n' + tools | tojson + '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{{- '<|im_start|>' + m.role + '\\n' -}}"
+    "{%- if m.content is string -%}{{- m.content -}}"
+    "{%- elif m.content -%}{%- for p in m.content -%}{{- p.text -}}{%- endfor -%}{%- endif -%}"
+    "{%- for c in m.tool_calls or [] -%}"
+    "{{- '<tool_call>' + c.function.name + ' ' + (c.function.arguments if c.function.arguments is string "
+    "else c.function.arguments | tojson) + '</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def chatml_folder(root: Path, *, add_bos: bool = False, register: bool = True, stop_in_generation: bool = True,
+                  normalizer: dict[str, Any] | None = None) -> Path:
+    folder = build_toy_tokenizer(root, add_bos=add_bos)
+    tj_path = folder / "tokenizer.json"
+    tj = json.loads(tj_path.read_text(encoding="utf-8"))
+    if register:
+        tj, _, _ = register_control_tokens(tj, CONTROL, reuse_reserved=False)
+    if normalizer is not None:
+        tj["normalizer"] = normalizer
+    tj_path.write_bytes(dump_json(tj))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = GOOD
+    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
+    if register:
+        stop_id = next(e["id"] for e in tj["added_tokens"] if e["content"] == "<|im_end|>")
+        gen = {"bos_token_id": 1, "eos_token_id": [2, stop_id] if stop_in_generation else [2]}
+        (folder / "generation_config.json").write_bytes(dump_json(gen))
+    return folder
+
+
+def context(folder: Path, template: str = GOOD, probes: tuple[Probe, ...] | None = None) -> VerifyContext:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    return VerifyContext(tokenizer, template, folder=read_folder(folder), probes=probes)
+
+
+def check(ctx: VerifyContext, check_id: str):  # type: ignore[no-untyped-def]
+    (result,) = run_checks(ctx, [check_id])
+    return result
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return chatml_folder(tmp_path_factory.mktemp("good") / "tok")
+
+
+def test_baseline_passes_every_check(good: Path) -> None:
+    ctx = context(good)
+    results = {r.id: r for r in run_checks(ctx)}
+    failing = {k: r.message for k, r in results.items() if r.status == "fail"}
+    assert failing == {}
+    assert results["injection"].status == "warn"  # spelled control tokens become tokens unless sanitized
+    assert ctx.stop_tokens == ("<|im_end|>",)
+    assert ctx.capabilities["parallel_calls"] == "yes" and ctx.capabilities["reasoning"] == "no"
+
+
+def test_renders_fails_on_openai_tool_calls(good: Path) -> None:
+    broken = GOOD.replace("{{- m.content -}}", "{{- m.content -}}").replace(
+        "{%- elif m.content -%}", "{%- elif m.content is not defined -%}{{- m.content + '' -}}{%- elif m.content -%}")
+    result = check(context(good, broken), "renders")
+    assert result.status == "fail"
+    assert result.probe == "tool-call"
+    assert "probe tool-call (an OpenAI-format tool call, arguments as a dict) does not render" in result.message
+    assert "UndefinedError" in result.message
+
+
+def test_control_tokens_atomic_fails_when_unregistered(tmp_path: Path) -> None:
+    ctx = context(chatml_folder(tmp_path / "tok", register=False))
+    result = check(ctx, "control-tokens-atomic")
+    assert result.status == "fail"
+    assert result.message.startswith("<|im_start|> is not one token: it encodes to")
+    assert "written in probe plain at char 0" in result.message
+    assert result.detail["token"] == "<|im_start|>" and len(result.detail["ids"]) > 1
+
+
+def test_control_tokens_atomic_fails_when_not_special(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    for entry in tj["added_tokens"]:
+        if entry["content"] == "<|im_end|>":
+            entry["special"] = False
+    (folder / "tokenizer.json").write_bytes(dump_json(tj))
+    result = check(context(folder), "control-tokens-atomic")
+    assert result.status == "fail" and "<|im_end|> is one id" in result.message
+    assert "not a registered special token" in result.message
+
+
+def test_ids_match_string_fails_when_tokenize_true_differs(good: Path) -> None:
+    ctx = context(good)
+    original = ctx.tokenizer.apply_chat_template
+
+    def prepend_bos(*args: Any, **kwargs: Any) -> Any:  # what older tokenizer code paths did
+        out = original(*args, **kwargs)
+        if kwargs.get("tokenize"):
+            out["input_ids"] = [ctx.tokenizer.bos_token_id] + list(out["input_ids"])
+        return out
+
+    ctx.tokenizer.apply_chat_template = prepend_bos
+    result = check(ctx, "ids-match-string")
+    assert result.status == "fail"
+    assert "differs from tokenizing the rendered string at token 0" in result.message
+    assert result.detail["token_position"] == 0
+
+
+def test_no_double_bos_fails_when_template_and_tokenizer_both_add_it(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", add_bos=True)
+    ctx = context(folder, "{{- bos_token -}}" + GOOD)
+    result = check(ctx, "no-double-bos")
+    assert result.status == "fail"
+    assert "tokenizer(rendered) with its defaults has 2 BOS <s> (id 1) at token positions [0, 1]" in result.message
+    assert "post-processor" in (result.hint or "")
+
+
+def test_decode_roundtrip_fails_with_a_lossy_normalizer(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", normalizer={"type": "Lowercase"})
+    result = check(context(folder), "decode-roundtrip")
+    assert result.status == "fail"
+    assert "decoding the ids changes the text at char" in result.message
+    assert "(message 0)" in result.message and "⟨here⟩" in result.message
+
+
+def test_nothing_dropped_fails_when_the_second_parallel_call_is_dropped(good: Path) -> None:
+    broken = GOOD.replace("{%- for c in m.tool_calls or [] -%}", "{%- for c in (m.tool_calls or [])[:1] -%}")
+    result = check(context(good, broken), "nothing-dropped")
+    assert result.status == "fail"
+    assert result.probe == "parallel-tool-calls"
+    assert "the tool-call argument value of message 1" in result.message
+    assert result.detail["message_index"] == 1
+
+
+def test_completion_matches_content_fails_on_a_stray_newline(good: Path) -> None:
+    broken = GOOD.replace("'<|im_end|>\\n'", "'\\n<|im_end|>\\n'")
+    result = check(context(good, broken), "completion-matches-content")
+    assert result.status == "fail"
+    assert "message 1: after the content comes '\\n' before the stop token <|im_end|>" in result.message
+    assert result.detail["extra"] == "\n"
+
+
+def test_completion_matches_content_fails_on_text_before_the_content(good: Path) -> None:
+    broken = GOOD.replace("'<|im_start|>' + m.role + '\\n'", "'<|im_start|>' + m.role + '\\n '")
+    result = check(context(good, broken), "completion-matches-content")
+    assert result.status == "fail" and "is not the content" in result.message
+
+
+def test_prefix_stable_fails_when_earlier_turns_depend_on_later_ones(good: Path) -> None:
+    broken = "{{- 'Turns: ' + (messages | length | string) + '\\n' -}}" + GOOD
+    result = check(context(good, broken), "prefix-stable")
+    assert result.status == "fail"
+    assert "the ids of the first 1 messages are not a prefix of the first 2" in result.message
+    assert result.detail["token_position"] >= 0
+
+
+def test_boundary_merge_fails_when_a_token_spans_two_messages(good: Path) -> None:
+    probe = Probe("split-word", ({"role": "user", "content": "The quick brown fo"},
+                                 {"role": "assistant", "content": "x jumps"}))
+    ctx = context(good, "{%- for m in messages -%}{{ m.content }}{%- endfor -%}", probes=(probe,))
+    result = check(ctx, "boundary-merge")
+    assert result.status == "fail"
+    assert "spans the boundary between message 0 and 1 at char 18" in result.message
+
+
+def test_stop_token_registered_fails_when_generation_config_lacks_it(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", stop_in_generation=False)
+    result = check(context(folder), "stop-token-registered")
+    assert result.status == "fail"
+    assert "stop token <|im_end|>" in result.message and "generation_config.json eos_token_id [2]" in result.message
+
+
+def test_stop_token_registered_fails_when_pad_is_the_stop_token(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["pad_token"] = "<|im_end|>"
+    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
+    result = check(context(folder), "stop-token-registered")
+    assert result.status == "fail" and "pad token is the stop token <|im_end|>" in result.message
+
+
+def test_deterministic_fails_on_the_clock_and_names_the_kwarg(good: Path) -> None:
+    clocked = ("{%- if not date_string is defined -%}{%- set date_string = strftime_now('%d %b %Y') -%}{%- endif -%}"
+               "{{- 'Today: ' + date_string + '\\n' -}}" + GOOD)
+    result = check(context(good, clocked), "deterministic")
+    assert result.status == "fail"
+    assert "reads the clock (message 0, char" in result.message and "02·Jan·2024" in result.message
+    assert result.detail["pinned_by"] == "date_string"
+
+
+def test_engine_parity_fails_on_a_filter_minijinja_lacks(good: Path) -> None:
+    broken = GOOD.replace("{{- m.content -}}", "{{- m.content -}}{{- ' (' ~ (m.content | wordcount) ~ ')' -}}")
+    result = check(context(good, broken), "engine-parity")
+    assert result.status == "fail"
+    assert "minijinja cannot render it" in result.message and "wordcount" in result.message
+
+
+def test_injection_warns_and_sanitizing_prevents_it(good: Path) -> None:
+    result = check(context(good), "injection")
+    assert result.status == "warn"
+    assert "user content spelling <|im_start|> <|im_end|> becomes 2 control token(s)" in result.message
+    assert "apply_chat_template(..., sanitize_control_tokens=True) keeps them as text" in result.message
+    assert result.detail["sanitize_prevents"] is True
+
+
+def test_probe_suite_covers_the_issue_list() -> None:
+    ids = {p.id for p in build_probes()}
+    assert {"plain", "system", "multi-turn", "tool-call", "tool-call-json-arguments", "parallel-tool-calls",
+            "empty-content", "content-parts", "reasoning", "unicode", "whitespace", "long", "generation-prompt",
+            "continue-final"} <= ids
