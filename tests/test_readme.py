@@ -32,7 +32,7 @@ def readme_commands() -> list[list[str]]:
 
 def test_readme_shows_the_main_job_first() -> None:
     commands = readme_commands()
-    assert commands[0] == ["install", "--all", "--output", "installed", "--force"]
+    assert commands[0] == ["verify", "--all"]
     assert len(commands) >= 6
 
 
@@ -42,7 +42,11 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
         result = subprocess.run(
             [sys.executable, "-m", "hf_chat_templates", *args], cwd=tmp_path, env=env, capture_output=True, text=True
         )
-        assert result.returncode == 0, (args, result.stderr)
+        # verify exits 1 when a check fails, which the upstream seeds do; anything else must succeed
+        allowed = (0, 1) if args[0] == "verify" else (0,)
+        assert result.returncode in allowed, (args, result.stderr)
+        if args[0] == "verify":
+            assert "passed" in result.stdout and "Traceback" not in result.stderr
     for family in ("gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"):
         assert (tmp_path / "installed" / family / "chat_template.jinja").is_file()
     assert (tmp_path / "gigachat-tok" / "chat_template.jinja").is_file()

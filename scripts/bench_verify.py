@@ -1,0 +1,91 @@
+"""Benchmark `verify --conversations` against the floor: a bare `encode_batch` of the rendered strings.
+
+Prints, from one run: the time of a bare encode_batch of the pre-rendered strings, of a loop of
+`apply_chat_template(tokenize=True)`, and of the per-record checks over the same conversations as JSONL, each as a
+ratio to the bare encode_batch.
+
+    python scripts/bench_verify.py --family llama3.2-pythonic --conversations 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+WORDS = ("the quick brown fox jumps over the lazy dog tokenizer template model answer question "
+         "погода в Москве сегодня 天气 很好 🦙 data loss training").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def conversation(rng: random.Random) -> dict:
+    messages = []
+    if rng.random() < 0.3:
+        messages.append({"role": "system", "content": sentence(rng, rng.randint(5, 30))})
+    for _ in range(rng.randint(1, 4)):
+        messages.append({"role": "user", "content": sentence(rng, rng.randint(5, 80))})
+        messages.append({"role": "assistant", "content": sentence(rng, rng.randint(5, 200))})
+    return {"messages": messages}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--family", default="llama3.2-pythonic")
+    parser.add_argument("--conversations", type=int, default=20000)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    from transformers import AutoTokenizer
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from hf_chat_templates import base_tokenizer, get_family, install
+    from hf_chat_templates.dataset import verify_conversations
+
+    family = get_family(args.family)
+    rng = random.Random(args.seed)
+    records = [conversation(rng) for _ in range(args.conversations)]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "tok"
+        install(family, base_tokenizer(family.base_tokenizer), folder)
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        kwargs = {**tok.special_tokens_map, **family.variant().kwarg_defaults, "date_string": "26 Jul 2024"}
+        data = Path(tmp) / "data.jsonl"
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+        rendered, _ = render_jinja_template([r["messages"] for r in records], chat_template=tok.chat_template,
+                                            **kwargs)
+        start = time.perf_counter()
+        tok._tokenizer.encode_batch(rendered, add_special_tokens=False)
+        bare = time.perf_counter() - start
+
+        start = time.perf_counter()
+        for r in records:
+            tok.apply_chat_template(r["messages"], tokenize=True, date_string="26 Jul 2024")
+        loop = time.perf_counter() - start
+
+        start = time.perf_counter()
+        report = verify_conversations(folder, data, kwargs={"date_string": "26 Jul 2024"}, workers=args.workers)
+        ours = time.perf_counter() - start
+
+    print(f"{args.conversations} conversations, family {family.name}, {sum(map(len, rendered)):,} characters")
+    print(f"bare encode_batch of rendered strings : {bare:8.2f} s   1.00x")
+    print(f"apply_chat_template(tokenize=True) loop: {loop:8.2f} s  {loop / bare:5.2f}x")
+    print(f"verify --conversations (all checks)   : {ours:8.2f} s  {ours / bare:5.2f}x  "
+          f"({report.records} records, ok={report.ok})")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
