@@ -23,15 +23,24 @@ _KIND_NAMES = {"content": "content", "system": "system content", "part": "conten
 
 
 def renders(ctx: VerifyContext) -> CheckResult:
-    findings = []
+    crashes, refusals = [], []
     for probe in ctx.probes:
         r = ctx.rendered[probe.id]
-        if not r.ok:
-            findings.append(Finding(probe.id, f"probe {probe.id} ({probe.description}) does not render in "
-                                              f"transformers' sandbox: {r.error}", {"error": r.error}))
-    return verdict("renders", findings, f"all {len(ctx.probes)} probes render in transformers' sandbox",
-                   "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with "
-                   "arguments as dict or JSON string, content None, content as a list of parts")
+        if r.ok:
+            continue
+        if r.refused:
+            refusals.append(Finding(probe.id, f"probe {probe.id} ({probe.description}) is refused by the template's "
+                                              f"raise_exception: {r.error.split(': ', 1)[-1]}", {"error": r.error}))
+        else:
+            crashes.append(Finding(probe.id, f"probe {probe.id} ({probe.description}) does not render in "
+                                             f"transformers' sandbox: {r.error}", {"error": r.error}))
+    hint = ("make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
+            "as dict or JSON string, content None, content as a list of parts")
+    if crashes:
+        return verdict("renders", crashes + refusals, "", hint)
+    return verdict("renders", refusals, f"all {len(ctx.probes)} probes render in transformers' sandbox",
+                   "the template explains what it does not accept; convert such inputs before rendering",
+                   status="warn")
 
 
 def _required(ctx: VerifyContext, capability: str | None) -> bool:

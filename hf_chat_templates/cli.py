@@ -117,6 +117,8 @@ def show_command(family: str, variant: str | None, show_template: bool, as_json:
 @click.option("--format", "fmt", type=click.Choice(["both", "jinja", "config"]), default="both", show_default=True,
               help="Write chat_template.jinja, the tokenizer_config.json key, or both.")
 @click.option("--reuse-reserved", is_flag=True, help="Write new control tokens over unused reserved slots.")
+@click.option("--keep-tokenizer-bos", is_flag=True,
+              help="Keep a post-processor BOS even though the template writes bos_token (double BOS).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --output (the old one is kept beside it).")
 @click.option("--revision", default=None, help="Hub revision when --tokenizer is a repo id.")
@@ -131,6 +133,7 @@ def install_command(
     variant: str | None,
     fmt: str,
     reuse_reserved: bool,
+    keep_tokenizer_bos: bool,
     dry_run: bool,
     force: bool,
     revision: str | None,
@@ -160,7 +163,8 @@ def install_command(
     documents = []
     for fam, src, out in jobs:
         plan = plan_install(fam, src, out, variant=None if all_families else variant, format=fmt,
-                            reuse_reserved=reuse_reserved, force=force, revision=revision, token=token)
+                            reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos, force=force,
+                            revision=revision, token=token)
         for warning in plan.warnings:
             _warn(f"{fam.name}: {warning}")
         if dry_run:

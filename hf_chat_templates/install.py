@@ -40,7 +40,15 @@ from .folder import (
 )
 from .registry import Family, Variant, get_family
 from .templates import check_template_syntax
-from .vocab import TokenChange, Vocabulary, register_control_tokens, sync_config_tokens, token_content, with_content
+from .vocab import (
+    TokenChange,
+    Vocabulary,
+    drop_post_processor_token,
+    register_control_tokens,
+    sync_config_tokens,
+    token_content,
+    with_content,
+)
 
 FORMATS = ("both", "jinja", "config")
 # Tried in order when a tokenizer has no pad token (after the family's own preferences).
@@ -79,7 +87,8 @@ class InstallPlan:
     generation_eos_before: tuple[int, ...]
     generation_eos_after: tuple[int, ...]
     warnings: tuple[str, ...]
-    staged: tuple[StagedFile, ...] = field(repr=False, compare=False)
+    bos_dropped_from_post_processor: str | None = None
+    staged: tuple[StagedFile, ...] = field(repr=False, compare=False, default=())
     expected_template: str = field(repr=False, compare=False, default="")
 
     @property
@@ -106,6 +115,7 @@ class InstallPlan:
                 "before": list(self.generation_eos_before),
                 "after": list(self.generation_eos_after),
             },
+            "bos_dropped_from_post_processor": self.bos_dropped_from_post_processor,
             "warnings": list(self.warnings),
         }
 
@@ -130,6 +140,9 @@ class InstallPlan:
             )
         else:
             lines.append(f"  vocabulary size unchanged ({self.vocab_size_after})")
+        if self.bos_dropped_from_post_processor:
+            lines.append(f"  post-processor: no longer adds {self.bos_dropped_from_post_processor} (the template "
+                         "writes it; tokenizer(rendered) and apply_chat_template then give one BOS)")
         lines.append(f"  eos_token: {self.eos_token[0]} -> {self.eos_token[1]}")
         lines.append(f"  pad_token: {self.pad_token[0]} -> {self.pad_token[1]}")
         lines.append(
@@ -209,6 +222,7 @@ def plan_install(
     variant: str | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
+    keep_tokenizer_bos: bool = False,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
@@ -239,6 +253,16 @@ def plan_install(
     new_tj, changes, warnings = register_control_tokens(
         tokenizer_json, var.control_tokens, reuse_reserved=reuse_reserved, keep=keep - {None}, origin=str(tj_path)
     )
+    bos_dropped = None
+    bos = token_content(config.get("bos_token"))
+    if fam.template_writes_bos and not keep_tokenizer_bos and bos:
+        # The template writes {{ bos_token }}; a post-processor adding it too gives a double BOS to everyone who
+        # tokenizes the rendered text with the defaults.
+        new_tj, dropped = drop_post_processor_token(new_tj, bos)
+        if dropped or config.get("add_bos_token") is True:
+            bos_dropped = bos
+        if config.get("add_bos_token") is True:
+            config["add_bos_token"] = False
     vocab = Vocabulary(new_tj, str(tj_path))
     pad, pad_warnings = _choose_pad(fam, config, vocab, eos, var.stop_tokens)
     warnings += pad_warnings
@@ -368,6 +392,7 @@ def plan_install(
         generation_eos_before=gen_before,
         generation_eos_after=gen_after,
         warnings=tuple(warnings),
+        bos_dropped_from_post_processor=bos_dropped,
         staged=tuple(staged),
         expected_template=template,
     )
@@ -409,6 +434,8 @@ def self_check(folder: Path, plan: InstallPlan) -> None:
         problems.append(f"eos_token reloads as {tok.eos_token}, expected {plan.eos_token[1]}")
     if plan.pad_token[1] is not None and tok.pad_token != plan.pad_token[1]:
         problems.append(f"pad_token reloads as {tok.pad_token}, expected {plan.pad_token[1]}")
+    if plan.bos_dropped_from_post_processor and tok.bos_token_id in tok("x")["input_ids"]:
+        problems.append(f"tokenizer(text) still adds {plan.bos_dropped_from_post_processor}")
     if len(tok) != plan.vocab_size_after:
         problems.append(f"the reloaded tokenizer has {len(tok)} ids, expected {plan.vocab_size_after}")
     if problems:
@@ -436,6 +463,7 @@ def install(
     variant: str | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
+    keep_tokenizer_bos: bool = False,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
@@ -451,6 +479,7 @@ def install(
         variant=variant,
         format=format,
         reuse_reserved=reuse_reserved,
+        keep_tokenizer_bos=keep_tokenizer_bos,
         force=force,
         revision=revision,
         token=token,

@@ -23,10 +23,18 @@ class Rendered:
 
     text: str | None
     error: str | None = None
+    refused: bool = False  # the template's own raise_exception: a deliberate, explained refusal
 
     @property
     def ok(self) -> bool:
         return self.text is not None
+
+
+def _is_refusal(err: BaseException) -> bool:
+    import jinja2
+
+    # raise_exception raises exactly TemplateError; UndefinedError and syntax errors are subclasses of it
+    return type(err) is jinja2.exceptions.TemplateError
 
 
 def describe_exception(err: BaseException) -> str:
@@ -71,7 +79,7 @@ class Renderer:
             )
             outcome = Rendered(text)
         except Exception as err:  # a template may raise anything; the check reports it
-            outcome = Rendered(None, describe_exception(err))
+            outcome = Rendered(None, describe_exception(err), refused=_is_refusal(err))
         if key is not None:
             self._cache[key] = outcome
         return outcome

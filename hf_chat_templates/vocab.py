@@ -206,3 +206,30 @@ def sync_config_tokens(
                 with_content(v, renames[token_content(v)]) if token_content(v) in renames else v for v in values
             ]
     return config
+
+
+def drop_post_processor_token(tokenizer_json: dict[str, Any], token: str) -> tuple[dict[str, Any], bool]:
+    """A copy of `tokenizer_json` whose TemplateProcessing post-processor no longer adds `token` (the BOS a
+    template already writes); and whether anything was dropped. Nested Sequence processors are searched too."""
+    data = copy.deepcopy(tokenizer_json)
+    dropped = False
+
+    def strip(proc: Any) -> Any:
+        nonlocal dropped
+        if not isinstance(proc, dict):
+            return proc
+        if proc.get("type") == "Sequence":
+            proc["processors"] = [strip(p) for p in proc.get("processors", [])]
+        elif proc.get("type") == "TemplateProcessing":
+            for key in ("single", "pair"):
+                items = proc.get(key, [])
+                kept = [i for i in items if not (isinstance(i, dict) and i.get("SpecialToken", {}).get("id") == token)]
+                if len(kept) != len(items):
+                    dropped = True
+                    proc[key] = kept
+            used = {i["SpecialToken"]["id"] for k in ("single", "pair") for i in proc.get(k, []) if "SpecialToken" in i}
+            proc["special_tokens"] = {k: v for k, v in proc.get("special_tokens", {}).items() if k in used}
+        return proc
+
+    data["post_processor"] = strip(data.get("post_processor"))
+    return data, dropped

@@ -283,3 +283,28 @@ def test_hub_id_offline_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
 
     with pytest.raises(HubError, match="no such local folder, and the Hub repo could not be fetched"):
         plan_install("gigachat3", "some-org/some-model", tmp_path / "out")
+
+
+def test_template_bos_is_not_added_twice(toy_tokenizer: Path, tmp_path: Path) -> None:
+    # gigachat3 writes {{ bos_token }}; the toy tokenizer's post-processor adds <s> too.
+    result = install("gigachat3", toy_tokenizer, tmp_path / "out")
+    assert result.plan.bos_dropped_from_post_processor == "<s>"
+    assert "no longer adds <s>" in result.plan.describe()
+    tok = _load(tmp_path / "out")
+    assert tok("hello")["input_ids"][0] != tok.bos_token_id
+    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=True)["input_ids"]
+    rendered = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+    assert ids.count(tok.bos_token_id) == 1 == tok(rendered)["input_ids"].count(tok.bos_token_id)
+
+
+def test_keep_tokenizer_bos_keeps_the_post_processor(toy_tokenizer: Path, tmp_path: Path) -> None:
+    result = install("gigachat3", toy_tokenizer, tmp_path / "out", keep_tokenizer_bos=True)
+    assert result.plan.bos_dropped_from_post_processor is None
+    tok = _load(tmp_path / "out")
+    assert tok("hello")["input_ids"][0] == tok.bos_token_id
+
+
+def test_template_without_bos_keeps_the_post_processor(toy_tokenizer: Path, tmp_path: Path) -> None:
+    result = install("gpt-oss", toy_tokenizer, tmp_path / "out")  # Harmony writes no BOS
+    assert result.plan.bos_dropped_from_post_processor is None
+    assert _load(tmp_path / "out")("hello")["input_ids"][0] == 1

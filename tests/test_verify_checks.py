@@ -233,3 +233,13 @@ def test_probe_suite_covers_the_issue_list() -> None:
     assert {"plain", "system", "multi-turn", "tool-call", "tool-call-json-arguments", "parallel-tool-calls",
             "empty-content", "content-parts", "reasoning", "unicode", "whitespace", "long", "generation-prompt",
             "continue-final"} <= ids
+
+
+def test_renders_warns_on_a_deliberate_refusal(good: Path) -> None:
+    refusing = ("{%- for m in messages -%}{%- for c in m.tool_calls or [] -%}{%- if c.function.arguments is string -%}"
+                "{{- raise_exception('pass tool-call arguments as a dict') -}}{%- endif -%}{%- endfor -%}"
+                "{%- endfor -%}" + GOOD)
+    result = check(context(good, refusing), "renders")
+    assert result.status == "warn"
+    assert result.probe == "tool-call-json-arguments"
+    assert "refused by the template's raise_exception: pass tool-call arguments as a dict" in result.message
