@@ -79,7 +79,9 @@ def harmony_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[in
         raise Unsupported("harmony has no prefill of a final message")
     effort = {"low": ReasoningEffort.LOW, "medium": ReasoningEffort.MEDIUM, "high": ReasoningEffort.HIGH}[
         kwargs.get("reasoning_effort", "medium")]
-    system = SystemContent.new().with_conversation_start_date(date).with_reasoning_effort(effort)
+    system = SystemContent.new().with_reasoning_effort(effort)
+    if kwargs.get("current_date"):
+        system = system.with_conversation_start_date(kwargs["current_date"])
     if kwargs.get("model_identity"):
         system = system.with_model_identity(kwargs["model_identity"])
     messages = list(probe.messages)
