@@ -199,12 +199,15 @@ def reference_for(ctx: "VerifyContext") -> Callable[["VerifyContext"], "CheckRes
         from .verify import CheckResult, Finding, first_difference, verdict
 
         date = CLOCKS[0].strftime("%Y-%m-%d" if ctx.variant and ctx.variant.family == "gpt-oss" else "%d %b %Y")
+        kwargs = dict(ctx.kwargs)
+        if "strftime_now" in ctx.template and "current_date" not in kwargs:
+            kwargs["current_date"] = date  # the template writes the (frozen) clock's date; so does the reference
         findings, compared, skipped = [], 0, []
         for probe in ctx.probes:
             if not ctx.rendered[probe.id].ok:
                 continue
             try:
-                expected = renderer(probe, date=date, kwargs=ctx.kwargs)
+                expected = renderer(probe, date=date, kwargs=kwargs)
             except Unsupported as why:
                 skipped.append(f"{probe.id} ({why})")
                 continue

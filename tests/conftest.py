@@ -89,3 +89,25 @@ def sp_base() -> Path:
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` with its bytes, to assert a folder was not touched."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def installed_variants(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """Every bundled family and variant installed once on its default base tokenizer."""
+    from hf_chat_templates import install, list_families
+
+    root = tmp_path_factory.mktemp("variants")
+    folders = {}
+    for family in list_families():
+        base = base_tokenizer_path(family.base_tokenizer)
+        for variant in family.variants.values():
+            folder = root / f"{family.name}-{variant.name}"
+            install(family, base, folder, variant=variant.name)
+            folders[(family.name, variant.name)] = folder
+    return folders
+
+
+def base_tokenizer_path(name: str) -> Path:
+    from hf_chat_templates import base_tokenizer
+
+    return base_tokenizer(name)

@@ -26,9 +26,9 @@ def test_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "list", "--json")
     assert code == 0
     assert [f["name"] for f in json.loads(out)] == ["gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"]
-    code, out, _ = run(capsys, "show", "llama3.2-pythonic")
+    code, out, _ = run(capsys, "show", "llama3.2-pythonic", "--variant", "upstream")
     assert code == 0 and "<|eot_id|>" in out and "date_string" in out
-    code, out, _ = run(capsys, "show", "gemma3-tools", "--template")
+    code, out, _ = run(capsys, "show", "gemma3-tools", "--variant", "upstream", "--template")
     assert code == 0 and out.startswith("{{ bos_token }}")
 
 
