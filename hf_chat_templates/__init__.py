@@ -4,30 +4,31 @@
 >>> [f.name for f in hct.list_families()]
 ['gemma3-tools', 'gigachat3', 'gpt-oss', 'llama3.2-pythonic']
 
-Importing this package is light: transformers is imported only by the functions that need it.
+The pipeline: a registry of template families -> install -> verify -> push. Importing this package is light:
+transformers is imported only by the functions that need it.
 """
 
 from __future__ import annotations
 
-from .base_tokenizers import BASE_TOKENIZERS, base_tokenizer
+from .base_tokenizers import base_tokenizer
 from .errors import HfChatTemplatesError
-from .folder import TokenizerFolder, read_folder
-from .install import FileChange, InstallPlan, InstallResult, apply_install, install, plan_install
-from .registry import Family, TemplateKwarg, Variant, get_family, list_families
-from .vocab import TokenChange
+from .folder import read_folder
+from .install import InstallPlan, InstallResult, apply_install, install, plan_install
+from .push import PushPlan, PushResult, plan_push, push
+from .registry import Family, Variant, get_family, list_families
+from .verify import CheckResult, VerificationReport, verify, verify_all
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BASE_TOKENIZERS",
+    "CheckResult",
     "Family",
-    "FileChange",
     "HfChatTemplatesError",
     "InstallPlan",
     "InstallResult",
-    "TemplateKwarg",
-    "TokenChange",
-    "TokenizerFolder",
+    "PushPlan",
+    "PushResult",
+    "VerificationReport",
     "Variant",
     "apply_install",
     "base_tokenizer",
@@ -35,5 +36,9 @@ __all__ = [
     "install",
     "list_families",
     "plan_install",
+    "plan_push",
+    "push",
     "read_folder",
+    "verify",
+    "verify_all",
 ]

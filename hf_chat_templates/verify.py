@@ -43,6 +43,9 @@ CHECK_ORDER = (
     "engine-parity",
     "reference-parity",
     "injection",
+    "template-sources-agree",
+    "added-tokens-agree",
+    "generation-config-consistent",
 )
 # Shapes that control tokens take in the wild; text tags like <tools> are deliberately not among them.
 CONTROL_TOKEN_SHAPES = re.compile(
@@ -280,9 +283,9 @@ def _versions() -> dict[str, str]:
 
 
 def _all_checks() -> dict[str, Callable[[VerifyContext], CheckResult]]:
-    from . import checks_format, checks_tokens
+    from . import checks_folder, checks_format, checks_tokens
 
-    found = {**checks_tokens.CHECKS, **checks_format.CHECKS}
+    found = {**checks_tokens.CHECKS, **checks_format.CHECKS, **checks_folder.CHECKS}
     return {check_id: found[check_id] for check_id in CHECK_ORDER}
 
 

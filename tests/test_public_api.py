@@ -5,15 +5,14 @@ from __future__ import annotations
 import hf_chat_templates
 
 EXPECTED = {
-    "BASE_TOKENIZERS",
+    "CheckResult",
     "Family",
-    "FileChange",
     "HfChatTemplatesError",
     "InstallPlan",
     "InstallResult",
-    "TemplateKwarg",
-    "TokenChange",
-    "TokenizerFolder",
+    "PushPlan",
+    "PushResult",
+    "VerificationReport",
     "Variant",
     "apply_install",
     "base_tokenizer",
@@ -21,7 +20,11 @@ EXPECTED = {
     "install",
     "list_families",
     "plan_install",
+    "plan_push",
+    "push",
     "read_folder",
+    "verify",
+    "verify_all",
 }
 
 

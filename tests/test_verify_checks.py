@@ -243,3 +243,51 @@ def test_renders_warns_on_a_deliberate_refusal(good: Path) -> None:
     assert result.status == "warn"
     assert result.probe == "tool-call-json-arguments"
     assert "refused by the template's raise_exception: pass tool-call arguments as a dict" in result.message
+
+
+# ---- publish guard: the files of a folder must agree ----
+
+
+def test_template_sources_agree_fails_when_file_and_key_differ(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    (folder / "chat_template.jinja").write_text(GOOD.replace("<|im_end|>\\n", "<|im_end|>"))
+    result = check(context(folder), "template-sources-agree")
+    assert result.status == "fail"
+    assert "chat_template.jinja and tokenizer_config.json key 'chat_template' differ from line 1" in result.message
+
+
+def test_template_sources_agree_fails_on_a_named_template(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": "default", "template": GOOD}, {"name": "training", "template": "A\nB"}]
+    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
+    (folder / "additional_chat_templates").mkdir()
+    (folder / "additional_chat_templates" / "training.jinja").write_text("A\nC")
+    result = check(context(folder), "template-sources-agree")
+    assert result.status == "fail"
+    assert "additional_chat_templates/training.jinja and the 'training' entry" in result.message
+    assert "differ from line 2" in result.message
+
+
+def test_added_tokens_agree_fails_on_a_flag_mismatch(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"] = {str(e["id"]): {k: e[k] for k in ("content", "lstrip", "normalized", "rstrip",
+                                                                        "single_word", "special")}
+                                      for e in tj["added_tokens"]}
+    im_end = next(e["id"] for e in tj["added_tokens"] if e["content"] == "<|im_end|>")
+    config["added_tokens_decoder"][str(im_end)]["special"] = False
+    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
+    result = check(context(folder), "added-tokens-agree")
+    assert result.status == "fail"
+    assert f"id {im_end}: tokenizer.json and tokenizer_config.json disagree on special: True vs False" in result.message
+
+
+def test_generation_config_consistent_fails_on_eos_and_range(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    (folder / "generation_config.json").write_bytes(dump_json({"eos_token_id": [999999], "bos_token_id": 1}))
+    result = check(context(folder), "generation-config-consistent")
+    assert result.status == "fail"
+    assert "eos_token_id [999999] lacks the tokenizer's eos_token" in result.message
+    assert any("999999 is outside the vocabulary" in e["message"] for e in result.detail["examples"])
