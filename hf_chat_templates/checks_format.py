@@ -254,12 +254,8 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
                                     {"error": other.error}))
             continue
         if other.text != reference.text:
-            a, b = reference.text or "", other.text or ""
-            pos = first_difference(a, b)
-            findings.append(Finding(probe.id, f"probe {probe.id}: minijinja renders differently from char {pos} "
-                                              f"(message {ctx.message_at(probe, pos)}): transformers "
-                                              f"{around(a, pos)} vs minijinja {around(b, pos)}",
-                                    {"char_position": pos, "message_index": ctx.message_at(probe, pos)}))
+            findings.append(ctx.text_difference(probe, "minijinja renders differently", ("transformers", "minijinja"),
+                                                reference.text or "", other.text or ""))
     return verdict("engine-parity", findings, "minijinja renders every probe exactly as transformers",
                    "avoid Python-only methods and filters the other engine lacks (see the message)")
 

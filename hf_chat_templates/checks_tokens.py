@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from .verify import CheckResult, Finding, VerifyContext, around, first_difference, verdict
 
@@ -42,9 +42,7 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
 def ids_match_string(ctx: VerifyContext) -> CheckResult:
     findings = []
     for probe, text in _rendered_probes(ctx):
-        flags = {"add_generation_prompt": probe.add_generation_prompt,
-                 "continue_final_message": probe.continue_final_message}
-        ids = ctx.renderer.token_ids(probe.message_list(), probe.tool_list(), **flags)
+        ids = ctx.probe_token_ids(probe)
         expected = ctx.renderer.encode(text)
         if ids != expected:
             i = first_difference(ids, expected)
@@ -63,11 +61,8 @@ def no_double_bos(ctx: VerifyContext) -> CheckResult:
     bos_id = ctx.tokenizer.bos_token_id
     findings = []
     for probe, text in _rendered_probes(ctx):
-        flags = {"add_generation_prompt": probe.add_generation_prompt,
-                 "continue_final_message": probe.continue_final_message}
         paths = {
-            "apply_chat_template(tokenize=True)": ctx.renderer.token_ids(probe.message_list(), probe.tool_list(),
-                                                                         **flags),
+            "apply_chat_template(tokenize=True)": ctx.probe_token_ids(probe),
             "tokenizer(rendered) with its defaults": list(ctx.tokenizer(text)["input_ids"]),
         }
         for path, ids in paths.items():
@@ -91,11 +86,8 @@ def decode_roundtrip(ctx: VerifyContext) -> CheckResult:
         ids = ctx.renderer.encode(text)
         decoded = ctx.tokenizer.decode(ids)
         if decoded != text:
-            pos = first_difference(decoded, text)
-            findings.append(Finding(probe.id, f"probe {probe.id}: decoding the ids changes the text at char {pos} "
-                                              f"(message {ctx.message_at(probe, pos)}): rendered {around(text, pos)} "
-                                              f"decoded {around(decoded, pos)}",
-                                    {"char_position": pos, "message_index": ctx.message_at(probe, pos)}))
+            findings.append(ctx.text_difference(probe, "decoding the ids changes the text", ("rendered", "decoded"),
+                                                text, decoded))
     return verdict("decode-roundtrip", findings, "decoding the ids gives back every rendering",
                    "check the tokenizer's normalizer and clean_up_tokenization_spaces (set it to false)")
 

@@ -262,6 +262,20 @@ class VerifyContext:
             ends.append(len(partial.text or ""))
         return ends
 
+    def probe_token_ids(self, probe: Probe) -> list[int]:
+        """`apply_chat_template(tokenize=True)` on the probe, with its flags."""
+        return self.renderer.token_ids(probe.message_list(), probe.tool_list(),
+                                       add_generation_prompt=probe.add_generation_prompt,
+                                       continue_final_message=probe.continue_final_message)
+
+    def text_difference(self, probe: Probe, what: str, labels: tuple[str, str], a: str, b: str) -> Finding:
+        """A finding for two texts that should be equal: first differing char, its message, both sides."""
+        pos = first_difference(a, b)
+        message = self.message_at(probe, pos)
+        return Finding(probe.id, f"probe {probe.id}: {what} at char {pos} (message {message}): {labels[0]} "
+                                 f"{around(a, pos)} vs {labels[1]} {around(b, pos)}",
+                       {"char_position": pos, "message_index": message})
+
     def message_at(self, probe: Probe, pos: int) -> int | None:
         bounds = self.message_boundaries(probe)
         if bounds is None:
