@@ -101,12 +101,30 @@ class TokenizerFolder:
         return any(name in self.files for name in SLOW_VOCAB_FILES)
 
 
+def _link_roots(root: Path) -> tuple[Path, ...]:
+    """Where a symlink in `root` may point: inside it, or, for a Hub cache snapshot, into its repo's blobs."""
+    resolved = root.resolve()
+    roots = [resolved]
+    if resolved.parent.name == "snapshots":
+        roots.append(resolved.parent.parent / "blobs")
+    return tuple(roots)
+
+
 def _list_files(root: Path) -> tuple[str, ...]:
     found = []
+    allowed = _link_roots(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and _STAGING_MARK not in d)
         for name in filenames:
             full = Path(dirpath, name)
+            if full.is_symlink():
+                target = full.resolve()
+                if not any(target.is_relative_to(r) for r in allowed):
+                    # A link out of the folder would copy (and later upload) a file the user never meant to share.
+                    raise TokenizerFolderError(
+                        f"{full}: a symlink to {target}, outside the folder",
+                        hint="replace the link with the file itself, or remove it",
+                    )
             if full.is_file():  # follows symlinks: Hub cache snapshots are links to blobs
                 found.append(full.relative_to(root).as_posix())
     return tuple(sorted(found))
@@ -141,6 +159,10 @@ def read_folder(path: str | Path) -> TokenizerFolder:
         raise TokenizerFolderError(
             f"{root / TOKENIZER_JSON}: key 'added_tokens' is not a list", hint="restore the file"
         )
+    if tokenizer_json is not None:
+        from .vocab import Vocabulary
+
+        Vocabulary(tokenizer_json, str(root / TOKENIZER_JSON))  # duplicate, mismatched or renumbered added tokens
     additional = {}
     for rel in files:
         if rel.startswith(CHAT_TEMPLATE_DIR + "/") and rel.endswith(".jinja"):

@@ -77,7 +77,35 @@ class Vocabulary:
                     f"{origin}: added_tokens[{i}] lacks a string 'content' or an integer 'id'",
                     hint="restore the file",
                 )
+            if entry["content"] in self.added:
+                raise TokenizerFolderError(
+                    f"{origin}: added_tokens[{i}] {entry['content']!r} is listed twice", hint="restore the file"
+                )
+            model_id = self.model_ids.get(entry["content"])
+            if model_id is not None and model_id != entry["id"]:
+                raise TokenizerFolderError(
+                    f"{origin}: added_tokens[{i}] {entry['content']!r} has id {entry['id']} but the model vocabulary "
+                    f"gives it id {model_id}",
+                    hint="restore the file; the two ids must agree",
+                )
             self.added[entry["content"]] = entry
+        self._check_added_ids()
+
+    def _check_added_ids(self) -> None:
+        """Added tokens beyond the model vocabulary must follow it without gaps: tokenizers renumbers them
+        otherwise, so the ids written in the file are not the ids the tokenizer uses."""
+        base = max(self.model_ids.values(), default=-1) + 1
+        beyond = sorted(e["id"] for e in self.added.values() if e["id"] >= base)
+        for expected, (found, entry) in enumerate(
+            zip(beyond, sorted((e for e in self.added.values() if e["id"] >= base), key=lambda e: e["id"])),
+            start=base,
+        ):
+            if found != expected:
+                raise TokenizerFolderError(
+                    f"{self.origin}: added token {entry['content']!r} has id {found}, but the ids after the model "
+                    f"vocabulary ({base} entries) must be contiguous: {expected} is missing",
+                    hint="restore the file; tokenizers would give this token another id than the file says",
+                )
 
     @property
     def size(self) -> int:

@@ -197,7 +197,8 @@ def test_pad_equal_to_eos_warns(toy_tokenizer: Path, tmp_path: Path) -> None:
     config_path.write_text(json.dumps(config))
     tj_path = toy_tokenizer / "tokenizer.json"
     tj = json.loads(tj_path.read_text())
-    tj["added_tokens"].append({"id": 700, "content": "<|eot_id|>", "single_word": False, "lstrip": False,
+    next_id = max([*tj["model"]["vocab"].values(), *(e["id"] for e in tj["added_tokens"])]) + 1
+    tj["added_tokens"].append({"id": next_id, "content": "<|eot_id|>", "single_word": False, "lstrip": False,
                                "rstrip": False, "normalized": False, "special": True})
     tj_path.write_text(json.dumps(tj))
     plan = plan_install("llama3.2-pythonic", toy_tokenizer, tmp_path / "out")
