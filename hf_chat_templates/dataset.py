@@ -10,6 +10,7 @@ token). Rendering goes through transformers' own `render_jinja_template`, encodi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import TokenizerFolderError
+from .limits import RenderLimitExceeded, RenderLimits, check_output, limited
 
 BATCH = 256
 RECORD_CHECKS = ("renders", "no-double-bos", "decode-roundtrip", "nothing-dropped", "injection")
@@ -131,15 +133,19 @@ def byte_level_lossless(tokenizer: Any) -> bool:
     """True when decode(encode(text)) == text holds for every text, by construction: byte-level pre-tokenizer and
     decoder, no normalizer, no decode clean-up, and no added token that is normalized or strips whitespace. Then
     decoding each record proves nothing more and is skipped; every other tokenizer is decoded record by record."""
-    state = json.loads(tokenizer._tokenizer.to_str())
-    pre = state.get("pre_tokenizer") or {}
+    backend = tokenizer._tokenizer
+
+    def state(component: Any) -> dict[str, Any]:  # each component serializes itself; the vocabulary is not read
+        return json.loads(component.__getstate__()) if component is not None else {}
+
+    pre = state(backend.pre_tokenizer)
     pres = pre.get("pretokenizers", [pre]) if pre else []
     return (
-        state.get("normalizer") is None
-        and (state.get("decoder") or {}).get("type") == "ByteLevel"
+        backend.normalizer is None
+        and state(backend.decoder).get("type") == "ByteLevel"
         and any(p.get("type") == "ByteLevel" for p in pres)
         and not tokenizer.clean_up_tokenization_spaces
-        and all(not (t.get("normalized") or t.get("lstrip") or t.get("rstrip")) for t in state.get("added_tokens", []))
+        and all(not (t.normalized or t.lstrip or t.rstrip) for t in tokenizer.added_tokens_decoder.values())
     )
 
 
@@ -156,6 +162,7 @@ class RecordChecker:
         # What tokenizer(text) adds with its defaults (a BOS from the post-processor), counted once, not re-encoded.
         self.added_bos = self.tokenizer("", add_special_tokens=True)["input_ids"].count(self.bos_id)
         self.lossless = byte_level_lossless(self.tokenizer)
+        self.limits = RenderLimits.from_env()
         self.controls = [t.content for t in self.tokenizer.added_tokens_decoder.values()
                          if t.special and t.content in self.template]
 
@@ -163,16 +170,34 @@ class RecordChecker:
         from transformers.utils.chat_template_utils import _normalize_chat_messages, render_jinja_template
 
         report = DatasetReport(path="")
-        texts: list[tuple[int, dict[str, Any], str]] = []
-        for number, record in batch:
-            report.records += 1
-            try:
-                rendered, _ = render_jinja_template(
-                    conversations=[_normalize_chat_messages(record["messages"])], tools=record.get("tools"),
-                    chat_template=self.template, **self.kwargs)
-                texts.append((number, record, rendered[0]))
-            except Exception as err:
-                self._fail(report, "renders", number, f"{type(err).__name__}: {err}".splitlines()[0])
+        report.records = len(batch)
+
+        def render_all(guard_each: bool) -> list[tuple[int, dict[str, Any], str]]:
+            texts = []
+            for number, record in batch:
+                try:
+                    with limited(self.limits) if guard_each else contextlib.nullcontext():
+                        rendered, _ = render_jinja_template(
+                            conversations=[_normalize_chat_messages(record["messages"])],
+                            tools=record.get("tools"), chat_template=self.template, **self.kwargs)
+                    texts.append((number, record, check_output(rendered[0], self.limits)))
+                except RenderLimitExceeded:
+                    if not guard_each:
+                        raise
+                    self._fail(report, "renders", number, "limit: " + str(sys.exc_info()[1]))
+                except Exception as err:
+                    self._fail(report, "renders", number, f"{type(err).__name__}: {err}".splitlines()[0])
+            return texts
+
+        # The whole batch runs under one set of limits (a real batch renders in milliseconds); only when it
+        # trips them is the batch rendered again record by record, to name the record that did.
+        try:
+            with limited(self.limits):
+                texts = render_all(guard_each=False)
+        except RenderLimitExceeded:
+            report.failed["renders"] = 0
+            report.examples["renders"] = []
+            texts = render_all(guard_each=True)
         if not texts:
             return report
         backend = self.tokenizer._tokenizer

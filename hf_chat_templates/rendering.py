@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .errors import missing_dependency
+from .limits import RenderLimits, check_output, limited
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,12 @@ def describe_exception(err: BaseException) -> str:
 class Renderer:
     """Renders conversations with one template on one tokenizer, and encodes the results."""
 
-    def __init__(self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None,
+                 limits: RenderLimits | None = None) -> None:
         self.tokenizer = tokenizer
         self.template = template
         self.kwargs = dict(kwargs or {})
+        self.limits = limits or RenderLimits.from_env()
         self._cache: dict[Any, Rendered] = {}
 
     def render(
@@ -68,16 +71,17 @@ class Renderer:
             if key in self._cache:
                 return self._cache[key]
         try:
-            text = self.tokenizer.apply_chat_template(
-                messages,
-                tools=tools,
-                chat_template=self.template,
-                tokenize=False,
-                add_generation_prompt=add_generation_prompt,
-                continue_final_message=continue_final_message,
-                **{**self.kwargs, **extra},
-            )
-            outcome = Rendered(text)
+            with limited(self.limits) as limits:
+                text = self.tokenizer.apply_chat_template(
+                    messages,
+                    tools=tools,
+                    chat_template=self.template,
+                    tokenize=False,
+                    add_generation_prompt=add_generation_prompt,
+                    continue_final_message=continue_final_message,
+                    **{**self.kwargs, **extra},
+                )
+            outcome = Rendered(check_output(text, limits))
         except Exception as err:  # a template may raise anything; the check reports it
             outcome = Rendered(None, describe_exception(err), refused=_is_refusal(err))
         if key is not None:
@@ -93,10 +97,11 @@ class Renderer:
 
     def token_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                   **flags: Any) -> list[int]:
-        out = self.tokenizer.apply_chat_template(
-            messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
-            **{**self.kwargs, **flags},
-        )
+        with limited(self.limits):
+            out = self.tokenizer.apply_chat_template(
+                messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
+                **{**self.kwargs, **flags},
+            )
         return list(out["input_ids"])
 
     def template_variables(self) -> dict[str, Any]:
@@ -153,13 +158,16 @@ def render_minijinja(
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent,
                           separators=tuple(separators) if separators else None, sort_keys=sort_keys)
 
-    env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, undefined_behavior="lenient")
+    # fuel bounds the instructions minijinja runs, its own guard against endless loops
+    env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, undefined_behavior="lenient", fuel=50_000_000)
     env.add_filter("tojson", tojson)
     env.add_function("raise_exception", raise_exception)
     env.add_function("strftime_now", lambda fmt: clock.strftime(fmt))
     context = {**variables, "messages": normalize_for_template(messages), "tools": tools,
                "add_generation_prompt": add_generation_prompt}
     try:
-        return Rendered(env.render_str(template, **context))
+        with limited() as limits:
+            text = env.render_str(template, **context)
+        return Rendered(check_output(text, limits))
     except Exception as err:
         return Rendered(None, describe_exception(err))
