@@ -68,11 +68,14 @@ def test_corrected_variant_properties(family: str, installed_variants: dict[tupl
     variant = get_family(family).variant("corrected")
     lossless = byte_level_lossless(tok)
 
+    seen = []
+
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(conversations())
     def check(case: tuple[list[dict[str, Any]], list[dict[str, Any]] | None]) -> None:
         messages, tools = case
+        seen.append(1)
         try:
             rendered = tok.apply_chat_template(messages, tools=tools, tokenize=False, **variant.kwarg_defaults)
         except jinja2.TemplateError as err:
@@ -95,3 +98,5 @@ def test_corrected_variant_properties(family: str, installed_variants: dict[tupl
                 assert part in rendered, (message["role"], part)
 
     check()
+    print(f"{family}: {len(seen)} generated conversations checked")
+    assert len(seen) >= min(EXAMPLES, 20)
