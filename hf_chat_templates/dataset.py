@@ -3,7 +3,8 @@
 Each line is `{"messages": [...], "tools": [...]}`. A line that is not JSON, or a record without a list of messages
 with roles, is reported by line number and skipped; the run goes on. Per record: `renders`, `no-double-bos` (the
 rendered string tokenized with the tokenizer's defaults), `decode-roundtrip` (decoded, or proven by construction
-for lossless byte-level tokenizers), `nothing-dropped` (every string
+where the tokenizer cannot lose text: byte-level BPE always, SentencePiece unless the text holds "▁"),
+`nothing-dropped` (every string
 content and tool-call name appears in the rendering) and `injection` (content that spells a registered control
 token). Rendering goes through transformers' own `render_jinja_template`, encoding through one batched call.
 """
@@ -20,7 +21,7 @@ from typing import Any, Iterator
 from .errors import TokenizerFolderError
 from .limits import RenderLimitExceeded, RenderLimits, check_output, limited
 
-BATCH = 256
+BATCH = 4096
 RECORD_CHECKS = ("renders", "no-double-bos", "decode-roundtrip", "nothing-dropped", "injection")
 MAX_EXAMPLES = 5
 
@@ -129,24 +130,43 @@ def _strings(record: dict[str, Any]) -> list[tuple[int, str]]:
     return found
 
 
-def byte_level_lossless(tokenizer: Any) -> bool:
-    """True when decode(encode(text)) == text holds for every text, by construction: byte-level pre-tokenizer and
-    decoder, no normalizer, no decode clean-up, and no added token that is normalized or strips whitespace. Then
-    decoding each record proves nothing more and is skipped; every other tokenizer is decoded record by record."""
+METASPACE_DECODER = [
+    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+    {"type": "ByteFallback"},
+    {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+]
+
+
+def lossless_unless(tokenizer: Any) -> str | None:
+    """When decode(encode(text)) == text holds by construction, the one character that can break it ("" when
+    none can); None when nothing is proven and every record must be decoded.
+
+    Byte-level BPE (pre-tokenizer and decoder ByteLevel) is lossless for every text. SentencePiece-style Metaspace
+    with byte fallback is lossless unless the text itself contains the word marker "▁", which decodes as a space.
+    Both need no normalizer, no decode clean-up, and no added token that is normalized or strips whitespace."""
     backend = tokenizer._tokenizer
 
     def state(component: Any) -> dict[str, Any]:  # each component serializes itself; the vocabulary is not read
         return json.loads(component.__getstate__()) if component is not None else {}
 
-    pre = state(backend.pre_tokenizer)
+    if backend.normalizer is not None or tokenizer.clean_up_tokenization_spaces:
+        return None
+    if any(t.normalized or t.lstrip or t.rstrip for t in tokenizer.added_tokens_decoder.values()):
+        return None
+    pre, decoder = state(backend.pre_tokenizer), state(backend.decoder)
     pres = pre.get("pretokenizers", [pre]) if pre else []
-    return (
-        backend.normalizer is None
-        and state(backend.decoder).get("type") == "ByteLevel"
-        and any(p.get("type") == "ByteLevel" for p in pres)
-        and not tokenizer.clean_up_tokenization_spaces
-        and all(not (t.normalized or t.lstrip or t.rstrip) for t in tokenizer.added_tokens_decoder.values())
-    )
+    if decoder.get("type") == "ByteLevel" and any(p.get("type") == "ByteLevel" for p in pres):
+        return ""
+    if (pre.get("type") == "Metaspace" and pre.get("replacement") == "\u2581" and pre.get("split") is False
+            and pre.get("prepend_scheme") in ("first", "always") and decoder.get("decoders") == METASPACE_DECODER):
+        return "\u2581"
+    return None
+
+
+def byte_level_lossless(tokenizer: Any) -> bool:
+    """True when decoding gives back every text, whatever it holds (byte-level BPE)."""
+    return lossless_unless(tokenizer) == ""
 
 
 class RecordChecker:
@@ -161,12 +181,17 @@ class RecordChecker:
         self.bos_id = self.tokenizer.bos_token_id
         # What tokenizer(text) adds with its defaults (a BOS from the post-processor), counted once, not re-encoded.
         self.added_bos = self.tokenizer("", add_special_tokens=True)["input_ids"].count(self.bos_id)
-        self.lossless = byte_level_lossless(self.tokenizer)
+        self.breaker = lossless_unless(self.tokenizer)
         self.limits = RenderLimits.from_env()
         self.controls = [t.content for t in self.tokenizer.added_tokens_decoder.values()
                          if t.special and t.content in self.template]
 
     def check(self, batch: list[tuple[int, dict[str, Any]]]) -> DatasetReport:
+        return self.finish(*self.render(batch))
+
+    def render(self, batch: list[tuple[int, dict[str, Any]]]
+               ) -> tuple[DatasetReport, list[tuple[int, dict[str, Any], str]]]:
+        """Render a batch (Python, holds the GIL); `finish` encodes and checks it."""
         from transformers.utils.chat_template_utils import _normalize_chat_messages, render_jinja_template
 
         report = DatasetReport(path="")
@@ -198,18 +223,24 @@ class RecordChecker:
             report.failed["renders"] = 0
             report.examples["renders"] = []
             texts = render_all(guard_each=True)
+        return report, texts
+
+    def finish(self, report: DatasetReport, texts: list[tuple[int, dict[str, Any], str]]) -> DatasetReport:
+        """Encode a rendered batch (Rust, releases the GIL) and run the per-record checks."""
         if not texts:
             return report
         backend = self.tokenizer._tokenizer
         # One encoding per record, without offsets: the checks below need ids only.
         encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
         ids = [e.ids for e in encode([t for _, _, t in texts], add_special_tokens=False)]
-        if self.lossless:
-            decoded = [t for _, _, t in texts]
-        else:
-            decoded = backend.decode_batch(ids, skip_special_tokens=False)
-            if self.tokenizer.clean_up_tokenization_spaces:
-                decoded = [self.tokenizer.clean_up_tokenization(d) for d in decoded]
+        # Decode only what is not proven lossless by construction (see lossless_unless).
+        decoded = [t for _, _, t in texts]
+        unproven = [i for i, (_, _, t) in enumerate(texts)
+                    if self.breaker is None or (self.breaker and self.breaker in t)]
+        if unproven:
+            for i, back in zip(unproven, backend.decode_batch([ids[i] for i in unproven], skip_special_tokens=False)):
+                decoded[i] = (self.tokenizer.clean_up_tokenization(back)
+                              if self.tokenizer.clean_up_tokenization_spaces else back)
         for (number, record, text), record_ids, back in zip(texts, ids, decoded):
             bos_count = record_ids.count(self.bos_id) + self.added_bos if self.bos_id is not None else 0
             if bos_count > 1:

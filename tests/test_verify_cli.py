@@ -131,3 +131,17 @@ def test_verify_all_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     assert "gigachat3/upstream: nothing-dropped: probe parallel-tool-calls" in out
     assert "gpt-oss/upstream: renders: probe tool-call" in out
     assert "llama3.2-pythonic/upstream: deterministic" in out and "date_string" in out
+
+
+@pytest.mark.slow
+def test_sentencepiece_word_marker_is_decoded_and_reported(installed_variants: dict, tmp_path: Path) -> None:
+    """Records are decoded only where the tokenizer could lose text: on SentencePiece, those holding "▁"."""
+    from hf_chat_templates.dataset import verify_conversations
+
+    data = tmp_path / "data.jsonl"
+    records = [{"messages": [{"role": "user", "content": "plain text"}]},
+               {"messages": [{"role": "user", "content": "a\u2581marker"}]}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = verify_conversations(installed_variants[("gemma3-tools", "corrected")], data)
+    assert report.failed["decode-roundtrip"] == 1
+    assert report.examples["decode-roundtrip"][0][0] == 2
