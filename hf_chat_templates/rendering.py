@@ -53,6 +53,7 @@ class Renderer:
         self.kwargs = dict(kwargs or {})
         self.limits = limits or RenderLimits.from_env()
         self._cache: dict[Any, Rendered] = {}
+        self._encoded: dict[str, list[int]] = {}
 
     def render(
         self,
@@ -89,7 +90,10 @@ class Renderer:
         return outcome
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Token ids of `text` without special tokens; each text is encoded once (checks share renderings)."""
+        if text not in self._encoded:
+            self._encoded[text] = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(self._encoded[text])
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

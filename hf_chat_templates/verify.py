@@ -163,6 +163,7 @@ class VerifyContext:
         self.kwargs = dict(kwargs if kwargs is not None else (variant.kwarg_defaults if variant else {}))
         self.renderer = Renderer(tokenizer, template, self.kwargs)
         self.probes = tuple(probes if probes is not None else build_probes())
+        self._probe_ids: dict[str, list[int]] = {}
 
     # ---- renderings -----------------------------------------------------------------------------------------
     def render(self, probe: Probe, **override: Any) -> Rendered:
@@ -263,10 +264,12 @@ class VerifyContext:
         return ends
 
     def probe_token_ids(self, probe: Probe) -> list[int]:
-        """`apply_chat_template(tokenize=True)` on the probe, with its flags."""
-        return self.renderer.token_ids(probe.message_list(), probe.tool_list(),
-                                       add_generation_prompt=probe.add_generation_prompt,
-                                       continue_final_message=probe.continue_final_message)
+        """`apply_chat_template(tokenize=True)` on the probe, with its flags (computed once per probe)."""
+        if probe.id not in self._probe_ids:
+            self._probe_ids[probe.id] = self.renderer.token_ids(
+                probe.message_list(), probe.tool_list(), add_generation_prompt=probe.add_generation_prompt,
+                continue_final_message=probe.continue_final_message)
+        return list(self._probe_ids[probe.id])
 
     def text_difference(self, probe: Probe, what: str, labels: tuple[str, str], a: str, b: str) -> Finding:
         """A finding for two texts that should be equal: first differing char, its message, both sides."""
