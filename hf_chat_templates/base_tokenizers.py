@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import TokenizerFolderError, UnknownNameError, missing_dependency
-from .registry import _closest
+from .registry import closest_hint
 
 BUILD_VERSION = "2"
 
@@ -263,7 +263,7 @@ def _spec(name: str) -> BaseTokenizerSpec:
     except KeyError:
         raise UnknownNameError(
             f"unknown base tokenizer {name!r}; base tokenizers: {', '.join(BASE_TOKENIZERS)}"
-            + _closest(name, BASE_TOKENIZERS),
+            + closest_hint(name, BASE_TOKENIZERS),
             hint="hf-chat-templates base-tokenizer --help",
         ) from None
 

@@ -107,12 +107,13 @@ class Family:
         except KeyError:
             raise UnknownNameError(
                 f"family {self.name!r} has no variant {name!r}; it has: {', '.join(sorted(self.variants))}"
-                + _closest(name, self.variants),
+                + closest_hint(name, self.variants),
                 hint=f"hf-chat-templates show {self.name}",
             ) from None
 
 
-def _closest(name: str, names: Any) -> str:
+def closest_hint(name: str, names: Any) -> str:
+    """' (did you mean X?)' for the closest of `names`, or '' when none is close: lookups explain their misses."""
     match = difflib.get_close_matches(name, list(names), n=1, cutoff=0.5)
     return f" (did you mean {match[0]!r}?)" if match else ""
 
@@ -136,7 +137,7 @@ def _check_keys(table: dict[str, Any], allowed: dict[str, type], where: str, fil
     for key, value in table.items():
         if key not in allowed:
             raise ConfigError(
-                f"{file}: unknown key '{where}{key}'" + _closest(key, allowed),
+                f"{file}: unknown key '{where}{key}'" + closest_hint(key, allowed),
                 hint=f"allowed keys here: {', '.join(sorted(allowed))}",
             )
         expected = allowed[key]
@@ -268,6 +269,6 @@ def get_family(name: str, root: Path | None = None) -> Family:
         return families[name]
     except KeyError:
         raise UnknownNameError(
-            f"unknown family {name!r}; families: {', '.join(families)}" + _closest(name, families),
+            f"unknown family {name!r}; families: {', '.join(families)}" + closest_hint(name, families),
             hint="hf-chat-templates list",
         ) from None

@@ -164,6 +164,7 @@ class VerifyContext:
         self.renderer = Renderer(tokenizer, template, self.kwargs)
         self.probes = tuple(probes if probes is not None else build_probes())
         self._probe_ids: dict[str, list[int]] = {}
+        self._boundaries: dict[str, list[int] | None] = {}
 
     # ---- renderings -----------------------------------------------------------------------------------------
     def render(self, probe: Probe, **override: Any) -> Rendered:
@@ -250,7 +251,13 @@ class VerifyContext:
 
     # ---- positions ------------------------------------------------------------------------------------------
     def message_boundaries(self, probe: Probe) -> list[int] | None:
-        """Where each message's rendering ends, when renderings of shorter prefixes are string prefixes."""
+        """Where each message's rendering ends, when renderings of shorter prefixes are string prefixes.
+        Computed once per probe: boundary-merge and every finding's message index read it."""
+        if probe.id not in self._boundaries:
+            self._boundaries[probe.id] = self._message_boundaries(probe)
+        return self._boundaries[probe.id]
+
+    def _message_boundaries(self, probe: Probe) -> list[int] | None:
         full = self.rendered[probe.id]
         if not full.ok or probe.continue_final_message:
             return None
