@@ -119,6 +119,9 @@ def show_command(family: str, variant: str | None, show_template: bool, as_json:
 @click.option("--reuse-reserved", is_flag=True, help="Write new control tokens over unused reserved slots.")
 @click.option("--keep-tokenizer-bos", is_flag=True,
               help="Keep a post-processor BOS even though the template writes bos_token (double BOS).")
+@click.option("--training", is_flag=True,
+              help="Also write the training variant (the template with {% generation %} markers) as the named "
+                   "template 'training'.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--force", is_flag=True, help="Replace a non-empty --output (the old one is kept beside it).")
 @click.option("--revision", default=None, help="Hub revision when --tokenizer is a repo id.")
@@ -134,6 +137,7 @@ def install_command(
     fmt: str,
     reuse_reserved: bool,
     keep_tokenizer_bos: bool,
+    training: bool,
     dry_run: bool,
     force: bool,
     revision: str | None,
@@ -163,8 +167,8 @@ def install_command(
     documents = []
     for fam, src, out in jobs:
         plan = plan_install(fam, src, out, variant=None if all_families else variant, format=fmt,
-                            reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos, force=force,
-                            revision=revision, token=token)
+                            reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos, training=training,
+                            force=force, revision=revision, token=token)
         for warning in plan.warnings:
             _warn(f"{fam.name}: {warning}")
         if dry_run:
@@ -256,6 +260,38 @@ def verify_command(source: str | None, family: str | None, variant: str | None, 
             click.echo(dataset.describe())
     failed = not report.ok or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
+
+
+@cli.command("prepare")
+@click.argument("source")
+@click.option("--conversations", type=click.Path(path_type=Path), required=True,
+              help="JSONL file of {\"messages\": [...], \"tools\": [...]}, one conversation per line.")
+@click.option("--output", type=click.Path(path_type=Path), required=True,
+              help="Folder to write the dataset to (datasets.load_from_disk reads it).")
+@click.option("--max-length", type=int, default=None, help="Truncate each conversation to N tokens.")
+@click.option("--workers", type=int, default=None, help="Worker processes.")
+@click.option("--family", default=None, help="Use this bundled family's template instead of the folder's.")
+@click.option("--variant", default=None, help="The family's variant (default: its default variant).")
+@click.option("--template", "template_file", type=click.Path(path_type=Path), default=None,
+              help="Use this template file instead of the folder's.")
+@click.option("--kwarg", "kwarg_pairs", multiple=True, metavar="NAME=VALUE",
+              help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).")
+@click.option("--force", is_flag=True, help="Replace a non-empty --output (the old one is kept beside it).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def prepare_command(source: str, conversations: Path, output: Path, max_length: int | None, workers: int | None,
+                    family: str | None, variant: str | None, template_file: Path | None, kwarg_pairs: tuple[str, ...],
+                    force: bool, as_json: bool) -> None:
+    """Tokenize a JSONL dataset into input_ids, attention_mask and labels (-100 outside assistant turns)."""
+    from .prepare import parse_kwargs, prepare
+
+    report = prepare(source, conversations, output, family=family, variant=variant, template=template_file,
+                     kwargs=parse_kwargs(kwarg_pairs), max_length=max_length, workers=workers, force=force,
+                     progress=not as_json)
+    if as_json:
+        _emit_json(report.to_dict())
+    else:
+        click.echo(report.describe())
+    sys.exit(0 if report.written else 1)
 
 
 @cli.command("push")

@@ -23,6 +23,7 @@ from typing import Any
 
 from .errors import InstallCheckError, TokenizerFolderError, UsageError
 from .folder import (
+    CHAT_TEMPLATE_DIR,
     CHAT_TEMPLATE_FILE,
     GENERATION_CONFIG,
     SPECIAL_TOKENS_MAP,
@@ -39,7 +40,9 @@ from .folder import (
     write_folder,
 )
 from .registry import Family, Variant, get_family
+from .rendering import named_template
 from .templates import check_template_syntax
+from .training import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
 from .vocab import (
     TokenChange,
     Vocabulary,
@@ -90,6 +93,7 @@ class InstallPlan:
     bos_dropped_from_post_processor: str | None = None
     staged: tuple[StagedFile, ...] = field(repr=False, compare=False, default=())
     expected_template: str = field(repr=False, compare=False, default="")
+    training_template: str | None = field(repr=False, compare=False, default=None)
 
     @property
     def vocabulary_grew(self) -> int:
@@ -116,6 +120,7 @@ class InstallPlan:
                 "after": list(self.generation_eos_after),
             },
             "bos_dropped_from_post_processor": self.bos_dropped_from_post_processor,
+            "training_template": TRAINING_TEMPLATE_NAME if self.training_template is not None else None,
             "warnings": list(self.warnings),
         }
 
@@ -143,6 +148,10 @@ class InstallPlan:
         if self.bos_dropped_from_post_processor:
             lines.append(f"  post-processor: no longer adds {self.bos_dropped_from_post_processor} (the template "
                          "writes it; tokenizer(rendered) and apply_chat_template then give one BOS)")
+        if self.training_template is not None:
+            lines.append(f"  training template '{TRAINING_TEMPLATE_NAME}': the same text with {{% generation %}} "
+                         "around each assistant turn (apply_chat_template(..., chat_template='training', "
+                         "return_assistant_tokens_mask=True))")
         lines.append(f"  eos_token: {self.eos_token[0]} -> {self.eos_token[1]}")
         lines.append(f"  pad_token: {self.pad_token[0]} -> {self.pad_token[1]}")
         lines.append(
@@ -223,6 +232,7 @@ def plan_install(
     format: str = "both",
     reuse_reserved: bool = False,
     keep_tokenizer_bos: bool = False,
+    training: bool = False,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
@@ -276,11 +286,16 @@ def plan_install(
     config["eos_token"] = with_content(config.get("eos_token"), eos)
     if pad is not None:
         config["pad_token"] = with_content(config.get("pad_token"), pad)
+    training_text = _training_template(folder, var, training, warnings)
     if format in ("both", "config"):
         existing = config.get("chat_template")
-        if isinstance(existing, list):  # named templates: replace the default, keep the rest
-            others = [t for t in existing if isinstance(t, dict) and t.get("name") != "default"]
-            config["chat_template"] = [{"name": "default", "template": template}, *others]
+        named = {"default": template}
+        if training_text is not None:
+            named[TRAINING_TEMPLATE_NAME] = training_text
+        if isinstance(existing, list) or len(named) > 1:  # named templates: replace ours, keep the rest
+            others = [t for t in existing if isinstance(t, dict) and t.get("name") not in named] if isinstance(
+                existing, list) else []
+            config["chat_template"] = [*({"name": k, "template": v} for k, v in named.items()), *others]
         else:
             config["chat_template"] = template
     else:
@@ -364,7 +379,24 @@ def plan_install(
                 sha256_bytes(folder.read_bytes(CHAT_TEMPLATE_FILE)),
             )
         )
+    training_file = f"{CHAT_TEMPLATE_DIR}/{TRAINING_TEMPLATE_NAME}.jinja"
+    if training_text is not None and format in ("both", "jinja"):
+        data = training_text.encode("utf-8")
+        before = folder.read_bytes(training_file) if training_file in folder.files else None
+        if before == data:
+            files.append(FileChange(training_file, "keep"))
+            staged.append(StagedFile(training_file, source=source_path / training_file))
+        else:
+            files.append(FileChange(training_file, "change" if before is not None else "add",
+                                    f"{fam.name}/{var.name} with {{% generation %}}",
+                                    sha256_bytes(before) if before is not None else None, sha256_bytes(data)))
+            staged.append(StagedFile(training_file, content=data))
+    elif training_file in folder.files and training_text is not None:
+        files.append(FileChange(training_file, "remove", "written to the config key instead",
+                                sha256_bytes(folder.read_bytes(training_file))))
     handled = set(new_contents) | {CHAT_TEMPLATE_FILE}
+    if training_text is not None:
+        handled.add(training_file)
     for rel in folder.files:
         if rel not in handled:
             files.append(FileChange(rel, "keep"))
@@ -395,7 +427,24 @@ def plan_install(
         bos_dropped_from_post_processor=bos_dropped,
         staged=tuple(staged),
         expected_template=template,
+        training_template=training_text,
     )
+
+
+def _training_template(folder: TokenizerFolder, var: Variant, wanted: bool, warnings: list[str]) -> str | None:
+    """The training variant to write: when asked, or when the source holds one derived from an earlier install
+    (it is derived anew, so it never describes a template that is no longer there)."""
+    existing = folder.additional_templates.get(TRAINING_TEMPLATE_NAME)
+    config = folder.tokenizer_config.get("chat_template")
+    if existing is None and isinstance(config, list):
+        existing = next((t.get("template") for t in config if isinstance(t, dict)
+                         and t.get("name") == TRAINING_TEMPLATE_NAME), None)
+    if wanted or (isinstance(existing, str) and is_training_template(existing)):
+        return derive_training_template(var.template, var.stop_tokens, var.control_tokens)
+    if existing is not None:
+        warnings.append(f"the source's own '{TRAINING_TEMPLATE_NAME}' template is kept as it is: it may not match "
+                        "the new default; pass --training to replace it with one derived from the new template")
+    return None
 
 
 def _token_summary(changes: tuple[TokenChange, ...]) -> str:
@@ -424,8 +473,10 @@ def self_check(folder: Path, plan: InstallPlan) -> None:
             hint="report this with the source tokenizer; nothing was published",
         ) from None
     problems = []
-    if tok.chat_template != plan.expected_template:
+    if named_template(tok) != plan.expected_template:
         problems.append("the reloaded chat_template differs from the variant's template")
+    if plan.training_template is not None and named_template(tok, TRAINING_TEMPLATE_NAME) != plan.training_template:
+        problems.append(f"the reloaded '{TRAINING_TEMPLATE_NAME}' template differs from the derived one")
     for change in plan.tokens:
         ids = tok.encode(change.token, add_special_tokens=False)
         if ids != [change.id]:
@@ -464,6 +515,7 @@ def install(
     format: str = "both",
     reuse_reserved: bool = False,
     keep_tokenizer_bos: bool = False,
+    training: bool = False,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
@@ -480,6 +532,7 @@ def install(
         format=format,
         reuse_reserved=reuse_reserved,
         keep_tokenizer_bos=keep_tokenizer_bos,
+        training=training,
         force=force,
         revision=revision,
         token=token,

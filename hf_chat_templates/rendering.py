@@ -108,9 +108,32 @@ class Renderer:
             )
         return list(out["input_ids"])
 
+    def assistant_mask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                       **flags: Any) -> tuple[list[int], list[int]] | None:
+        """(ids, assistant mask) from `apply_chat_template(return_assistant_tokens_mask=True)`; None when the
+        template has no `{% generation %}` markers."""
+        from .training import GENERATION_TAG
+
+        if not GENERATION_TAG.search(self.template):
+            return None
+        with limited(self.limits):
+            out = self.tokenizer.apply_chat_template(
+                messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
+                return_assistant_tokens_mask=True, **{**self.kwargs, **flags},
+            )
+        return list(out["input_ids"]), list(out["assistant_masks"])
+
     def template_variables(self) -> dict[str, Any]:
         """The special-token variables transformers passes to every template (bos_token, eos_token, …)."""
         return dict(self.tokenizer.special_tokens_map)
+
+
+def named_template(tokenizer: Any, name: str = "default") -> str | None:
+    """A tokenizer's template by name: transformers holds one string, or a dict when it has named templates."""
+    templates = tokenizer.chat_template
+    if isinstance(templates, dict):
+        return templates.get(name)
+    return templates if name == "default" and isinstance(templates, str) else None
 
 
 @contextlib.contextmanager

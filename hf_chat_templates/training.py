@@ -133,8 +133,7 @@ def derive_training_template(template: str, stop_tokens: Sequence[str], control_
         template = export_without_markers(template)
     original = GENERATION_TAG.sub("", template)  # markers of its own would double-count
     # Jinja drops one trailing newline of a template's source; inside the macro it would be rendered.
-    if original.endswith("\n"):
-        original = original[:-1]
+    original = original.removesuffix("\n")
     digest = hashlib.sha256(template.encode("utf-8")).hexdigest()
     stops = json.dumps(list(stop_tokens), ensure_ascii=False)
     controls = json.dumps(list(dict.fromkeys([*stop_tokens, *control_tokens])), ensure_ascii=False)

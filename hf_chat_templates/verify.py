@@ -24,7 +24,7 @@ from .errors import UsageError
 from .folder import TokenizerFolder, read_folder, resolve_source
 from .probes import CAPABILITIES, Probe, build_probes
 from .registry import Family, Variant, get_family, list_families
-from .rendering import Rendered, Renderer
+from .rendering import Rendered, Renderer, named_template
 from .templates import _parse_environment, check_template_syntax, read_template_file
 
 STATUSES = ("pass", "fail", "warn", "skip")
@@ -36,6 +36,7 @@ CHECK_ORDER = (
     "decode-roundtrip",
     "nothing-dropped",
     "completion-matches-content",
+    "assistant-mask",
     "prefix-stable",
     "boundary-merge",
     "stop-token-registered",
@@ -307,9 +308,9 @@ def _versions() -> dict[str, str]:
 
 
 def _all_checks() -> dict[str, Callable[[VerifyContext], CheckResult]]:
-    from . import checks_folder, checks_format, checks_tokens
+    from . import checks_folder, checks_format, checks_tokens, checks_training
 
-    found = {**checks_tokens.CHECKS, **checks_format.CHECKS, **checks_folder.CHECKS}
+    found = {**checks_tokens.CHECKS, **checks_format.CHECKS, **checks_training.CHECKS, **checks_folder.CHECKS}
     return {check_id: found[check_id] for check_id in CHECK_ORDER}
 
 
@@ -373,10 +374,10 @@ def verify(
         text = read_template_file(Path(template))
         check_template_syntax(text, template)
     else:
-        if not isinstance(tokenizer.chat_template, str):
+        text = named_template(tokenizer)
+        if text is None:
             raise UsageError(f"{path}: the tokenizer has no chat template",
                              hint="pass --family NAME or --template FILE, or install one first")
-        text = tokenizer.chat_template
     if var is None and (found := _identify(text)):
         fam, var = found
     ctx = VerifyContext(tokenizer, text, folder=folder, variant=var, kwargs=kwargs)
