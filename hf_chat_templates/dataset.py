@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 from .errors import TokenizerFolderError
 from .limits import RenderLimitExceeded, RenderLimits, check_output, limited
+from .rendering import named_template
 
 BATCH = 4096
 RECORD_CHECKS = ("renders", "no-double-bos", "decode-roundtrip", "nothing-dropped", "injection")
@@ -176,7 +177,7 @@ class RecordChecker:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(source)
-        self.template = template or self.tokenizer.chat_template
+        self.template = template or named_template(self.tokenizer)
         self.kwargs = {**self.tokenizer.special_tokens_map, **kwargs}
         self.bos_id = self.tokenizer.bos_token_id
         # What tokenizer(text) adds with its defaults (a BOS from the post-processor), counted once, not re-encoded.
@@ -277,15 +278,16 @@ def _check_batch(batch: list[tuple[int, dict[str, Any]]]) -> DatasetReport:
     return _WORKER.check(batch)
 
 
-def _batches(path: Path, report: DatasetReport) -> Iterator[list[tuple[int, dict[str, Any]]]]:
-    """Valid records in batches; bad lines are noted in `report` as they stream past."""
+def record_batches(path: Path, bad_lines: list[tuple[int, str]], size: int = BATCH
+                   ) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+    """Valid (line number, record) pairs in batches; bad lines are noted in `bad_lines` as they stream past."""
     batch: list[tuple[int, dict[str, Any]]] = []
     for number, obj, problem in read_records(path):
         if problem:
-            report.bad_lines.append((number, problem))
+            bad_lines.append((number, problem))
             continue
         batch.append((number, obj))
-        if len(batch) == BATCH:
+        if len(batch) == size:
             yield batch
             batch = []
     if batch:
@@ -318,12 +320,12 @@ def verify_conversations(source: str | Path, conversations: str | Path, *, famil
 
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(workers, initializer=_init_worker, initargs=(src, text, kwargs or {})) as pool:
-            for part in pool.imap(_check_batch, _batches(path, report)):
+            for part in pool.imap(_check_batch, record_batches(path, report.bad_lines)):
                 report.add(part)
                 bar(part.records)
     else:
         checker = RecordChecker(src, text, kwargs or {})
-        for batch in _batches(path, report):
+        for batch in record_batches(path, report.bad_lines):
             part = checker.check(batch)
             report.add(part)
             bar(part.records)
