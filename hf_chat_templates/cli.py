@@ -210,22 +210,27 @@ def install_command(
                    "family's default variant fails.")
 @click.option("--revision", default=None, help="Hub revision when SOURCE is a repo id.")
 @click.option("--token", default=None, help="Hub token (default: HF_TOKEN or your login).")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
+              help="Also write a self-contained HTML report: the matrix, and the tokens around every failure.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def verify_command(source: str | None, family: str | None, variant: str | None, template_file: Path | None,
                    conversations: Path | None, only: str | None, workers: int | None, all_families: bool,
-                   revision: str | None, token: str | None, as_json: bool) -> None:
+                   revision: str | None, token: str | None, html_out: Path | None, as_json: bool) -> None:
     """Run the named checks on a tokenizer and template. Exit 1 when a check fails."""
     from .errors import UsageError
     from .registry import list_families
     from .report import format_matrix, format_report
-    from .verify import verify, verify_all
+    from .verify import verify_all_with_contexts, verify_with_context
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
     if all_families:
         if source or family or template_file:
             raise UsageError("--all verifies every bundled family; drop SOURCE, --family and --template",
                              hint="hf-chat-templates verify --all")
-        reports = verify_all(only=checks)
+        results = verify_all_with_contexts(only=checks)
+        reports = [r for r, _ in results]
+        if html_out is not None:
+            _write_html(html_out, results)
         if as_json:
             _emit_json([r.to_dict() for r in reports])
         else:
@@ -241,8 +246,10 @@ def verify_command(source: str | None, family: str | None, variant: str | None, 
     if not source:
         raise UsageError("missing SOURCE (a tokenizer folder or Hub repo id), or --all",
                          hint="hf-chat-templates verify --all")
-    report = verify(source, family=family, variant=variant, template=template_file, only=checks,
-                    revision=revision, token=token)
+    report, ctx = verify_with_context(source, family=family, variant=variant, template=template_file, only=checks,
+                                      revision=revision, token=token)
+    if html_out is not None:
+        _write_html(html_out, [(report, ctx)])
     dataset = None
     if conversations is not None:
         from .dataset import verify_conversations
@@ -260,6 +267,64 @@ def verify_command(source: str | None, family: str | None, variant: str | None, 
             click.echo(dataset.describe())
     failed = not report.ok or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
+
+
+def _write_html(path: Path, results: list) -> None:  # type: ignore[type-arg]
+    from .view import verification_html
+
+    _write_text(path, verification_html(results))
+    click.echo(f"report written: {path}", err=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write a file whole or not at all (a temporary file beside it, then a rename)."""
+    import tempfile
+
+    from .errors import UsageError
+
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder", hint="give a file name such as report.html")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; the report is an ordinary file
+        os.replace(tmp, path)
+    except OSError as err:
+        raise UsageError(f"{path}: cannot write ({err.strerror or err})", hint="choose a writable path") from None
+
+
+@cli.command("view")
+@click.argument("source")
+@click.option("--messages", "messages_file", type=click.Path(path_type=Path), required=True,
+              help="JSON file: a list of messages, or {\"messages\": [...], \"tools\": [...]}.")
+@click.option("--family", default=None, help="Render with this bundled family's template instead of the folder's.")
+@click.option("--variant", default=None, help="The family's variant (default: its default variant).")
+@click.option("--template", "template_file", type=click.Path(path_type=Path), default=None,
+              help="Render with this template file instead of the folder's.")
+@click.option("--add-generation-prompt", is_flag=True, help="Render as a prompt, ending with the generation prompt.")
+@click.option("--diff-with", "diff_with", default=None, metavar="VARIANT|reference",
+              help="Align with another variant of the family, or with the official renderer.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Write an HTML page.")
+@click.option("--ids", is_flag=True, help="Show each token's id in the terminal.")
+@click.option("--width", type=int, default=None, help="Terminal width (default: the terminal's).")
+def view_command(source: str, messages_file: Path, family: str | None, variant: str | None,
+                 template_file: Path | None, add_generation_prompt: bool, diff_with: str | None,
+                 html_out: Path | None, ids: bool, width: int | None) -> None:
+    """Show a conversation as the model sees it: tokens, control tokens, whitespace and the assistant mask."""
+    from .view import view_conversation
+
+    text, page = view_conversation(source, messages_file, family=family, variant=variant, template=template_file,
+                                   add_generation_prompt=add_generation_prompt, diff_with=diff_with, ids=ids,
+                                   width=width, html=html_out is not None)
+    if html_out is not None and page is not None:
+        _write_text(html_out, page)
+        click.echo(f"written: {html_out}", err=True)
+    click.echo(text)
 
 
 @cli.command("prepare")

@@ -325,7 +325,7 @@ def prepare(source: str | Path, conversations: str | Path, output: str | Path, *
             max_length: int | None = None, workers: int | None = None, force: bool = False,
             progress: bool = False) -> PrepareReport:
     """Stream a JSONL file of conversations into a datasets `Dataset` saved at `output` (written atomically)."""
-    from datasets import Dataset, Features, Sequence, Value
+    from datasets import Features, Sequence, Value
     import pyarrow.compute as pc
     from datasets.arrow_writer import ArrowWriter
 
@@ -360,7 +360,9 @@ def prepare(source: str | Path, conversations: str | Path, output: str | Path, *
     # many short-lived objects, and every collection would otherwise walk everything the process holds.
     gc.freeze()
     try:
-        arrow = staging / "stream.arrow"
+        final = staging / "dataset"
+        final.mkdir()
+        arrow = final / DATA_FILE
         with ArrowWriter(features=schema, path=str(arrow)) as writer:
             for table, problems, count, truncated in _parts(features, path, report, workers):
                 report.records += count
@@ -379,10 +381,7 @@ def prepare(source: str | Path, conversations: str | Path, output: str | Path, *
         if not report.written:  # an empty Arrow file is not a loadable dataset; write nothing
             report.output = ""
             return report
-        dataset = Dataset.from_file(str(arrow))
-        with _quiet_datasets():
-            dataset.save_to_disk(str(staging / "dataset"))
-        del dataset
+        _write_dataset_state(final)
         if out.exists():
             if any(out.iterdir()):
                 out.rename(out.parent / f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
@@ -427,18 +426,26 @@ def _parts(features: TrainingFeatures, path: Path, report: PrepareReport, worker
                 yield pending.result()
 
 
-@contextlib.contextmanager
-def _quiet_datasets() -> Iterator[None]:
-    """datasets draws its own progress bar when saving; ours already counted the records."""
-    from datasets.utils import logging as datasets_logging
+DATA_FILE = "data-00000-of-00001.arrow"
 
-    enabled = datasets_logging.is_progress_bar_enabled()
-    datasets_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            datasets_logging.enable_progress_bar()
+
+def _write_dataset_state(folder: Path) -> None:
+    """The two files `save_to_disk` writes beside its Arrow shards, for the one shard streamed here: the data is
+    not read back and copied (with a memory map over the whole file, that would cost its size in RSS)."""
+    from dataclasses import asdict
+
+    from datasets import Dataset
+
+    dataset = Dataset.from_file(str(folder / DATA_FILE))
+    state = {key: dataset.__dict__[key] for key in ("_fingerprint", "_format_columns", "_format_kwargs",
+                                                     "_format_type", "_output_all_columns")}
+    state["_split"] = None
+    state["_data_files"] = [{"filename": DATA_FILE}]
+    info = asdict(dataset.info)
+    del dataset
+    (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+    (folder / "dataset_info.json").write_text(json.dumps({k: info[k] for k in sorted(info)}, indent=2),
+                                              encoding="utf-8")
 
 
 def parse_kwargs(pairs: Iterable[str]) -> dict[str, Any]:

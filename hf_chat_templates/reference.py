@@ -188,26 +188,35 @@ REFERENCES: dict[str, tuple[str, Callable[..., list[int]]]] = {
 }
 
 
+def reference_ids(ctx: "VerifyContext", probe: "Probe") -> list[int]:
+    """The official renderer's ids for `probe` (raises Unsupported), with the frozen clock's date."""
+    from .checks_format import CLOCKS
+
+    assert ctx.variant is not None and ctx.variant.family in REFERENCES
+    renderer = REFERENCES[ctx.variant.family][1]
+    date = CLOCKS[0].strftime("%Y-%m-%d" if ctx.variant.family == "gpt-oss" else "%d %b %Y")
+    kwargs = dict(ctx.kwargs)
+    if "strftime_now" in ctx.template and "current_date" not in kwargs:
+        kwargs["current_date"] = date  # the template writes the (frozen) clock's date; so does the reference
+    return renderer(probe, date=date, kwargs=kwargs)
+
+
 def reference_for(ctx: "VerifyContext") -> Callable[["VerifyContext"], "CheckResult"] | None:
     if ctx.variant is None or ctx.variant.family not in REFERENCES:
         return None
-    name, renderer = REFERENCES[ctx.variant.family]
+    name = REFERENCES[ctx.variant.family][0]
 
     def run(ctx: "VerifyContext") -> "CheckResult":
         from .checks_format import CLOCKS
         from .rendering import frozen_clock
         from .verify import CheckResult, Finding, first_difference, verdict
 
-        date = CLOCKS[0].strftime("%Y-%m-%d" if ctx.variant and ctx.variant.family == "gpt-oss" else "%d %b %Y")
-        kwargs = dict(ctx.kwargs)
-        if "strftime_now" in ctx.template and "current_date" not in kwargs:
-            kwargs["current_date"] = date  # the template writes the (frozen) clock's date; so does the reference
         findings, compared, skipped = [], 0, []
         for probe in ctx.probes:
             if not ctx.rendered[probe.id].ok:
                 continue
             try:
-                expected = renderer(probe, date=date, kwargs=kwargs)
+                expected = reference_ids(ctx, probe)
             except Unsupported as why:
                 skipped.append(f"{probe.id} ({why})")
                 continue

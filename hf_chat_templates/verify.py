@@ -233,9 +233,11 @@ class VerifyContext:
         """Declared by the family; otherwise the first control token after the answer in the plain probe."""
         if self.variant:
             return self.variant.stop_tokens
-        probe = self.probe("plain")
+        # the standard plain probe, also when the context was built for other conversations (the token view)
+        probe = next((p for p in self.probes if p.id == "plain"), None) or next(
+            p for p in build_probes() if p.id == "plain")
         answer = probe.messages[-1]["content"]
-        text = self.rendered["plain"].text or ""
+        text = self.render(probe).text or ""
         at = text.rfind(answer)
         if at < 0:
             return ()
@@ -357,6 +359,39 @@ def verify(
     token: str | None = None,
 ) -> VerificationReport:
     """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file."""
+    return verify_with_context(source, family=family, variant=variant, template=template, only=only, kwargs=kwargs,
+                               revision=revision, token=token)[0]
+
+
+def verify_with_context(source: str | Path, *, only: Iterable[str] | None = None, **options: Any
+                        ) -> tuple[VerificationReport, VerifyContext]:
+    """`verify`, and the context its checks read (the token view draws failures from it). `options` are
+    `load_context`'s: family, variant, template, kwargs, revision, token."""
+    ctx, fam, var, path = load_context(source, **options)
+    results = run_checks(ctx, only)
+    return VerificationReport(
+        source=str(source),
+        family=fam.name if fam else None,
+        variant=var.name if var else None,
+        tokenizer=str(path),
+        versions=_versions(),
+        capabilities=ctx.capabilities,
+        checks=results,
+    ), ctx
+
+
+def load_context(
+    source: str | Path,
+    *,
+    family: str | None = None,
+    variant: str | None = None,
+    template: str | Path | None = None,
+    kwargs: dict[str, Any] | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    probes: Iterable[Probe] | None = None,
+) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
+    """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file."""
     from transformers import AutoTokenizer
 
     if family and template:
@@ -380,34 +415,29 @@ def verify(
                              hint="pass --family NAME or --template FILE, or install one first")
     if var is None and (found := _identify(text)):
         fam, var = found
-    ctx = VerifyContext(tokenizer, text, folder=folder, variant=var, kwargs=kwargs)
-    results = run_checks(ctx, only)
-    return VerificationReport(
-        source=str(source),
-        family=fam.name if fam else None,
-        variant=var.name if var else None,
-        tokenizer=str(path),
-        versions=_versions(),
-        capabilities=ctx.capabilities,
-        checks=results,
-    )
+    return VerifyContext(tokenizer, text, folder=folder, variant=var, kwargs=kwargs, probes=probes), fam, var, path
 
 
 def verify_all(*, only: Iterable[str] | None = None, workdir: Path | None = None) -> list[VerificationReport]:
     """Every bundled family and variant, installed on its default real base tokenizer, then verified."""
+    return [report for report, _ in verify_all_with_contexts(only=only, workdir=workdir)]
+
+
+def verify_all_with_contexts(*, only: Iterable[str] | None = None, workdir: Path | None = None
+                             ) -> list[tuple[VerificationReport, VerifyContext]]:
     from .base_tokenizers import base_tokenizer
     from .install import install
 
-    reports = []
+    results = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for fam in list_families():
             base = base_tokenizer(fam.base_tokenizer)
             for var in fam.variants.values():
                 out = Path(tmp) / f"{fam.name}-{var.name}"
                 install(fam, base, out, variant=var.name)
-                report = verify(out, family=fam.name, variant=var.name, only=only)
-                reports.append(VerificationReport(
+                report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only)
+                results.append((VerificationReport(
                     source=f"{fam.name}/{var.name} on {fam.base_tokenizer}", family=report.family,
                     variant=report.variant, tokenizer=fam.base_tokenizer, versions=report.versions,
-                    capabilities=report.capabilities, checks=report.checks))
-    return reports
+                    capabilities=report.capabilities, checks=report.checks), ctx))
+    return results
