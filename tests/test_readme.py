@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,7 @@ def test_readme_shows_the_main_job_first() -> None:
 def test_every_readme_command_runs(tmp_path: Path) -> None:
     from .hub_server import FakeHub
 
+    shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")  # the README runs from the repository's root
     offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with FakeHub(valid_tokens=("hf_readme",)) as hub:
         hub.add_repo("org/model")
@@ -53,6 +55,9 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
     for family in ("gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"):
         assert (tmp_path / "installed" / family / "chat_template.jinja").is_file()
     assert (tmp_path / "gigachat-tok" / "chat_template.jinja").is_file()
+    assert (tmp_path / "llama-train" / "additional_chat_templates" / "training.jinja").is_file()
+    assert (tmp_path / "llama-data" / "dataset_info.json").is_file()
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "view.html").is_file()
 
 
 def check_result(args: list[str], result: subprocess.CompletedProcess[str]) -> None:
