@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import TokenizerFolderError, UsageError
+from .errors import TokenizerFolderError, UsageError, missing_dependency
 from .training import (
     GENERATION_TAG,
     TRAINING_TEMPLATE_NAME,
@@ -325,9 +325,12 @@ def prepare(source: str | Path, conversations: str | Path, output: str | Path, *
             max_length: int | None = None, workers: int | None = None, force: bool = False,
             progress: bool = False) -> PrepareReport:
     """Stream a JSONL file of conversations into a datasets `Dataset` saved at `output` (written atomically)."""
-    from datasets import Features, Sequence, Value
-    import pyarrow.compute as pc
-    from datasets.arrow_writer import ArrowWriter
+    try:
+        import pyarrow.compute as pc
+        from datasets import Features, Sequence, Value
+        from datasets.arrow_writer import ArrowWriter
+    except ImportError:
+        raise missing_dependency("datasets", "train", "prepare") from None
 
     from .dataset import _progress
     from .folder import check_output, resolve_source
