@@ -130,8 +130,9 @@ class TrainingFeatures:
             origin = "rendering differences of the chat template"
         stops, controls, defaults = self._tokens_of(tokenizer, plain)
         kwargs = {**tokenizer.special_tokens_map, **defaults, **self.kwargs}
+        compiled = _compile_jinja_template(plain)
         return {"tokenizer": tokenizer, "backend": tokenizer._tokenizer, "kwargs": kwargs,
-                "plain": _compile_jinja_template(plain), "marked": _compile_jinja_template(marked) if marked else None,
+                "variables": {**compiled.globals, **kwargs, "documents": None}, "plain": compiled, "marked": _compile_jinja_template(marked) if marked else None,
                 "stops": stops, "controls": controls, "spans_from": origin}
 
     def _tokens_of(self, tokenizer: Any, template: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any]]:
@@ -158,6 +159,7 @@ class TrainingFeatures:
 
     # ---- the per-batch work -----------------------------------------------------------------------------------
     def _render(self, record: dict[str, Any]) -> tuple[str, tuple[Span, ...], tuple[tuple[int, str], ...]]:
+        from jinja2.runtime import new_context
         from transformers.utils.chat_template_utils import _alias_reasoning_fields, _render_with_assistant_indices
 
         st = self.state
@@ -169,11 +171,16 @@ class TrainingFeatures:
         if st["marked"] is not None:
             text, indices = _render_with_assistant_indices(st["marked"], messages, tools, None, False, **kwargs)
             return text, tuple(Span(-1, a, b, None) for a, b in indices if b > a), ()
-        compiled = st["plain"]
+        compiled, variables = st["plain"], st["variables"]
+        environment = compiled.environment
 
         def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
-            return compiled.render(messages=prefix, tools=tools, documents=None,
-                                   add_generation_prompt=add_generation_prompt, **kwargs)
+            # Template.render, without copying the globals into a new dict on each of the several renders per
+            # conversation: they are merged once, in `variables`, and the context shares that mapping.
+            context = new_context(environment, compiled.name, compiled.blocks, {
+                **variables, "messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt},
+                True, None, None)
+            return environment.concat(compiled.root_render_func(context))  # type: ignore[attr-defined]
 
         found = assistant_spans(render, messages, st["stops"], st["controls"])
         return found.text, found.spans, found.untrained
