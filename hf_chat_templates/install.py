@@ -292,10 +292,10 @@ def plan_install(
         named = {"default": template}
         if training_text is not None:
             named[TRAINING_TEMPLATE_NAME] = training_text
-        if isinstance(existing, list) or len(named) > 1:  # named templates: replace ours, keep the rest
-            others = [t for t in existing if isinstance(t, dict) and t.get("name") not in named] if isinstance(
-                existing, list) else []
-            config["chat_template"] = [*({"name": k, "template": v} for k, v in named.items()), *others]
+        if isinstance(existing, list) or len(named) > 1:  # named templates: ours replaced, the others kept
+            others = [t for t in (existing if isinstance(existing, list) else []) if isinstance(t, dict)
+                      and t.get("name") not in named]
+            config["chat_template"] = [{"name": k, "template": v} for k, v in named.items()] + others
         else:
             config["chat_template"] = template
     else:

@@ -274,13 +274,9 @@ class TrainingFeatures:
                 "attention_mask": [[1] * (b - a) for a, b in bounds],
                 "labels": [labels[a:b].tolist() for a, b in bounds]}, problems
 
-    def table(self, records: list[dict[str, Any]]) -> tuple[Any, list[tuple[int, str]]]:
-        """The same as `features`, as a pyarrow Table built straight from the flat arrays."""
-        table, problems, self.last_truncated = self._table(*self._render_batch(records))
-        return table, problems
-
     def _table(self, rendered: list[tuple[int, str, tuple[Span, ...]]], problems: list[tuple[int, str]]
                ) -> tuple[Any, list[tuple[int, str]], int]:
+        """A rendered batch as a pyarrow Table built straight from the flat arrays (and its problems, truncations)."""
         import numpy as np
         import pyarrow as pa
 
