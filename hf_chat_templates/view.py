@@ -332,20 +332,18 @@ def _failure_sides(ctx: "VerifyContext", check: "CheckResult") -> Aligned | None
     probe = ctx.probe(check.probe)
     ours = context_view(ctx, probe.id)
     ours.title = f"template, probe {probe.id}"
+    if check.id in ("reference-parity", "engine-parity"):  # both compare against the frozen clock's rendering
+        with frozen_clock(CLOCKS[0]):
+            text = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                       add_generation_prompt=probe.add_generation_prompt).text or ""
     if check.id == "reference-parity":
         from .reference import REFERENCES, reference_ids
 
         name = REFERENCES[ctx.variant.family][0] if ctx.variant else "reference"
-        with frozen_clock(CLOCKS[0]):
-            text = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                       add_generation_prompt=probe.add_generation_prompt).text or ""
         ours = token_view(ctx.tokenizer, text, title=f"template, probe {probe.id}", control_tokens=ctx.control_tokens)
         other = ids_view(ctx.tokenizer, reference_ids(ctx, probe), title=f"{name}, probe {probe.id}",
                          control_tokens=ctx.control_tokens)
     elif check.id == "engine-parity":
-        with frozen_clock(CLOCKS[0]):
-            text = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                       add_generation_prompt=probe.add_generation_prompt).text or ""
         rendered = render_minijinja(ctx.template, probe.message_list(), probe.tool_list(),
                                     add_generation_prompt=probe.add_generation_prompt,
                                     variables={**ctx.renderer.template_variables(), **ctx.kwargs}, clock=CLOCKS[0])

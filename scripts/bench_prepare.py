@@ -13,7 +13,6 @@ child process and prints that process's peak resident memory.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -28,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_verify import conversation  # noqa: E402  (the same generated conversations as the verify benchmark)
+from bench_verify import best, common_arguments, conversation  # noqa: E402  (shared with the verify benchmark)
 
 KWARGS = {"date_string": "26 Jul 2024"}
 
@@ -38,15 +37,6 @@ def write_jsonl(path: Path, count: int, seed: int) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for _ in range(count):
             handle.write(json.dumps(conversation(rng), ensure_ascii=False) + "\n")
-
-
-def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def peak_memory(folder: Path, count: int, workdir: Path, seed: int) -> tuple[float, float]:
@@ -64,12 +54,7 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int) -> tuple[flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--family", default="llama3.2-pythonic")
-    parser.add_argument("--conversations", type=int, default=20000)
-    parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=3, help="best of N for the bare encode and for prepare")
+    parser = common_arguments(__doc__, "prepare")
     parser.add_argument("--memory", type=int, default=0, help="also stream N conversations and report peak RSS")
     args = parser.parse_args()
 

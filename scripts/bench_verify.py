@@ -39,14 +39,29 @@ def conversation(rng: random.Random) -> dict:
     return {"messages": messages}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def common_arguments(description: str, measured: str) -> argparse.ArgumentParser:
+    """The options both benchmarks take (bench_prepare.py imports this)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", default="llama3.2-pythonic")
     parser.add_argument("--conversations", type=int, default=20000)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=3, help="best of N for the bare encode and for verify")
-    args = parser.parse_args()
+    parser.add_argument("--repeat", type=int, default=3, help=f"best of N for the bare encode and for {measured}")
+    return parser
+
+
+def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    """The fastest of `repeat` runs: the machine is shared, and the fastest run is the least disturbed."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    args = common_arguments(__doc__, "verify").parse_args()
 
     from transformers import AutoTokenizer
     from transformers.utils.chat_template_utils import render_jinja_template
@@ -67,15 +82,7 @@ def main() -> None:
 
         rendered, _ = render_jinja_template([r["messages"] for r in records], chat_template=tok.chat_template,
                                             **kwargs)
-        def best(fn) -> float:  # the machine is shared: the fastest of N runs is the least disturbed
-            times = []
-            for _ in range(args.repeat):
-                start = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - start)
-            return min(times)
-
-        bare = best(lambda: tok._tokenizer.encode_batch(rendered, add_special_tokens=False))
+        bare = best(lambda: tok._tokenizer.encode_batch(rendered, add_special_tokens=False), args.repeat)
 
         start = time.perf_counter()
         for r in records:
@@ -84,7 +91,7 @@ def main() -> None:
 
         reports = []
         ours = best(lambda: reports.append(
-            verify_conversations(folder, data, kwargs={"date_string": "26 Jul 2024"}, workers=args.workers)))
+            verify_conversations(folder, data, kwargs={"date_string": "26 Jul 2024"}, workers=args.workers)), args.repeat)
         report = reports[-1]
 
     print(f"{args.conversations} conversations, family {family.name}, {sum(map(len, rendered)):,} characters")
