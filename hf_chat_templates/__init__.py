@@ -4,22 +4,27 @@
 >>> [f.name for f in hct.list_families()]
 ['gemma3-tools', 'gigachat3', 'gpt-oss', 'llama3.2-pythonic']
 
-The pipeline: a registry of template families -> install -> verify -> push; for training, install --training
-and prepare. Importing this package is light:
-transformers is imported only by the functions that need it.
+The pipeline, one folder a stage: `families` (the registry) -> `installation` -> `verification` -> `training`
+-> `view` -> `publish`, on foundations that import no stage: `template`, `tokenizer`, `conversations`, `errors`,
+`outputs` (the one writer) and `_compat` (every private access to another package). `cli` is the command line.
+Importing this package is light: transformers is imported only by the functions that need it.
 """
 
 from __future__ import annotations
 
-from .base_tokenizers import base_tokenizer
 from .errors import HfChatTemplatesError
-from .folder import read_folder
-from .install import InstallPlan, InstallResult, apply_install, install, plan_install
-from .prepare import TrainingFeatures, prepare
-from .push import PushPlan, PushResult, plan_push, push
-from .registry import Family, Variant, get_family, list_families
-from .training import derive_training_template
-from .verify import CheckResult, VerificationReport, verify, verify_all
+from .families.registry import Family, Variant, get_family, list_families
+from .installation.apply import apply_install, install
+from .installation.plan import InstallPlan, InstallResult
+from .installation.planner import plan_install
+from .publish.hub import PushPlan, PushResult, plan_push, push
+from .template.training_variant import derive_training_template
+from .tokenizer.base import base_tokenizer
+from .tokenizer.folder import read_folder
+from .training.dataset import prepare
+from .training.features import TrainingFeatures
+from .verification.results import CheckResult, VerificationReport
+from .verification.runner import verify, verify_all
 
 __version__ = "0.1.0"
 

@@ -6,26 +6,72 @@
     ├── ConfigError(ValueError)               a model_configs family file is invalid (file, key)
     ├── TemplateError(ValueError)             a template does not parse (file, line)
     ├── TokenizerFolderError(OSError)         a tokenizer folder is missing, incomplete or corrupt
-    ├── OutputExistsError(FileExistsError)    --output exists and is not empty, no --force
+    ├── OutputExistsError(FileExistsError)    the output exists and is not empty, and force is not set
     ├── MissingDependencyError(ImportError)   an optional package is missing; names the extra
     ├── HubError(OSError)                     the Hub could not be reached or refused
-    └── InstallCheckError(RuntimeError)       the written folder failed its reload self-check
+    └── InstallCheckError(RuntimeError)       the written folder failed its reload check
 
-The CLI maps every one of them to exit code 2 and prints the message and hint without a traceback
-(set HF_CHAT_TEMPLATES_DEBUG=1 to see one). The builtin mix-ins keep `except ValueError` /
-`except OSError` working for callers that do not know this package.
+Errors carry data: `path` (the file or folder), `key` (a key in it), `line`, and `parameter` (the argument of the
+library function that is wrong). A message or hint names arguments as `{name}` placeholders: `str(err)` writes the
+Python parameter name (`max_length`), and the CLI writes its option (`--max-length`) through `err.render(flag)`.
+The CLI maps every one of them to exit code 2 and prints the message and hint without a traceback (set
+HF_CHAT_TEMPLATES_DEBUG=1 to see one). The builtin mix-ins keep `except ValueError` / `except OSError` working for
+callers that do not know this package.
 """
 
 from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+# The arguments a message may name as `{name}`; other braces (JSON, `{% tags %}`, a path) are left as they are.
+PARAMETERS = frozenset({
+    "output", "force", "tokenizer", "template", "family", "variant", "max_length", "kwargs", "format", "revision",
+    "token", "messages", "conversations", "repo_id", "to_main", "skip_verify", "reuse_reserved", "diff_with",
+    "only", "workers", "training", "private", "dry_run", "source", "max_skipped",
+})
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+
+
+def _as_is(name: str) -> str:
+    return name
 
 
 class HfChatTemplatesError(Exception):
     """Base class. `str(err)` says what failed and where; `err.hint` says what to do next."""
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        path: str | Path | None = None,
+        key: str | None = None,
+        line: int | None = None,
+        parameter: str | None = None,
+    ) -> None:
         super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.template = message
+        self.hint_template = hint
+        self.path = Path(path) if path is not None else None
+        self.key = key
+        self.line = line
+        self.parameter = parameter
+
+    @staticmethod
+    def render(text: str, flag: Callable[[str], str] = _as_is) -> str:
+        """`text` with each `{name}` placeholder written by `flag(name)`."""
+        return _PLACEHOLDER.sub(lambda m: flag(m.group(1)) if m.group(1) in PARAMETERS else m.group(0), text)
+
+    @property
+    def message(self) -> str:
+        return self.render(self.template)
+
+    @property
+    def hint(self) -> str | None:
+        return self.render(self.hint_template) if self.hint_template is not None else None
 
     def __str__(self) -> str:
         return self.message
@@ -72,3 +118,9 @@ def missing_dependency(package: str, extra: str, purpose: str) -> MissingDepende
         f"{purpose} needs the package {package!r}, which is not installed",
         hint=f"pip install 'hf-chat-templates[{extra}]'",
     )
+
+
+def closest_hint(name: str, names: Any) -> str:
+    """' (did you mean X?)' for the closest of `names`, or '' when none is close: lookups explain their misses."""
+    match = difflib.get_close_matches(name, list(names), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hf_chat_templates import base_tokenizer
-from hf_chat_templates.base_tokenizers import O200K_SHA256, o200k_tiktoken_file
+from hf_chat_templates.tokenizer.base import O200K_SHA256, o200k_tiktoken_file
 from hf_chat_templates.errors import MissingDependencyError, UnknownNameError
 
 pytestmark = pytest.mark.slow

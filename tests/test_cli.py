@@ -80,7 +80,7 @@ def test_template_that_fails_to_parse(capsys: pytest.CaptureFixture[str], toy_to
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from hf_chat_templates.registry import _load_all
+    from hf_chat_templates.families.registry import _load_all
 
     configs = tmp_path / "configs"
     shutil.copytree(REPO_ROOT / "model_configs", configs)

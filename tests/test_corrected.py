@@ -9,9 +9,9 @@ import jinja2
 import pytest
 
 from hf_chat_templates import get_family, list_families
-from hf_chat_templates.golden import golden_path, golden_renderings
-from hf_chat_templates.probes import build_probes
-from hf_chat_templates.verify import verify
+from hf_chat_templates.verification.golden import golden_path, golden_renderings
+from hf_chat_templates.conversations.probes import build_probes
+from hf_chat_templates import verify
 
 from .conftest import REPO_ROOT
 
@@ -55,7 +55,7 @@ def test_ids_equal_the_official_renderer_on_the_probe_suite(
 ) -> None:
     from transformers import AutoTokenizer
 
-    from hf_chat_templates.reference import REFERENCES, Unsupported
+    from hf_chat_templates.verification.references import REFERENCES, Unsupported
 
     _, renderer = REFERENCES[family]
     variant = get_family(family).variant("corrected")
@@ -83,8 +83,8 @@ def test_harmony_reasoning_after_the_first_answer(installed_variants: dict[tuple
     """Harmony keeps analysis written after the first final answer and drops it before; so does the template."""
     from transformers import AutoTokenizer
 
-    from hf_chat_templates.probes import Probe
-    from hf_chat_templates.reference import harmony_ids
+    from hf_chat_templates.conversations.probes import Probe
+    from hf_chat_templates.verification.references import harmony_ids
 
     tok = AutoTokenizer.from_pretrained(str(installed_variants[("gpt-oss", "corrected")]))
     messages = (

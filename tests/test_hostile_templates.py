@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates.probes import build_probes
-from hf_chat_templates.verify import VerifyContext, run_checks
+from hf_chat_templates.conversations.probes import build_probes
+from hf_chat_templates.verification.context import VerifyContext
+from hf_chat_templates.verification.runner import run_checks
 
 from .test_verify_checks import chatml_folder
 
@@ -51,13 +52,15 @@ def test_corpus_is_complete() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_hostile_template_is_contained(name: str, tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HF_CHAT_TEMPLATES_TEST_SECRET", SECRET)
-    monkeypatch.setenv("HF_CHAT_TEMPLATES_RENDER_SECONDS", "1")
+    # Only the endless loop is meant to meet the time limit; every other template must meet its own limit first,
+    # however busy the machine is, so the time limit is short for that one alone.
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_RENDER_SECONDS", "1" if EXPECTED[name] == "time limit" else "120")
     template = (HOSTILE / f"{name}.jinja").read_text()
     plain = tuple(p for p in build_probes() if p.id == "plain")
     ctx = VerifyContext(tokenizer, template, probes=plain)
     start = time.monotonic()
     (result,) = run_checks(ctx, ["renders"])
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 150
     rendered = ctx.rendered["plain"]
     assert SECRET not in (rendered.text or "") and "root:" not in (rendered.text or "")
     if EXPECTED[name] is None:

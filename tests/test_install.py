@@ -19,7 +19,7 @@ from hf_chat_templates.errors import (
     UsageError,
 )
 
-from hf_chat_templates.vocab import register_control_tokens
+from hf_chat_templates.tokenizer.vocab import register_control_tokens
 
 from .conftest import snapshot
 
@@ -248,13 +248,15 @@ def test_existing_output_needs_force(toy_tokenizer: Path, tmp_path: Path) -> Non
     (out / "precious.txt").write_text("mine")
     with pytest.raises(OutputExistsError, match="exists and is not empty") as err:
         install("gigachat3", toy_tokenizer, out)
-    assert "--force" in (err.value.hint or "")
+    assert "pass force to replace it" in (err.value.hint or "")  # the CLI says --force (tests/test_cli.py)
+    assert err.value.parameter == "output" and err.value.path == out.absolute()
     assert snapshot(out) == {"precious.txt": b"mine"}
 
 
 def test_output_equal_to_source_needs_force(toy_tokenizer: Path) -> None:
-    with pytest.raises(UsageError, match="--output is the source folder"):
+    with pytest.raises(UsageError, match="output is the source folder") as err:
         plan_install("gigachat3", toy_tokenizer, toy_tokenizer)
+    assert err.value.parameter == "output"
 
 
 def test_unwritable_output(toy_tokenizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

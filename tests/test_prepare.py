@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from hf_chat_templates.errors import OutputExistsError
-from hf_chat_templates.install import install
-from hf_chat_templates.prepare import IGNORE_INDEX, TrainingFeatures, prepare
-from hf_chat_templates.training import derive_training_template
+from hf_chat_templates import install
+from hf_chat_templates import TrainingFeatures, prepare
+from hf_chat_templates.training.features import IGNORE_INDEX
+from hf_chat_templates import derive_training_template
 
 from .conftest import snapshot
 from .test_cli import run

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hf_chat_templates import get_family, list_families
-from hf_chat_templates.dataset import byte_level_lossless
+from hf_chat_templates.tokenizer.lossless import byte_level_lossless
 
 pytestmark = pytest.mark.slow
 

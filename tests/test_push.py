@@ -117,7 +117,7 @@ def test_connection_refused(folder: Path, tmp_path: Path) -> None:
 def test_a_remote_that_moved_is_not_overwritten(hub: FakeHub, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub.constants
 
-    push_module = importlib.import_module("hf_chat_templates.push")
+    push_module = importlib.import_module("hf_chat_templates.publish.hub")
     from hf_chat_templates.errors import HubError
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)

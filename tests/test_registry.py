@@ -10,7 +10,7 @@ import pytest
 
 from hf_chat_templates import get_family, list_families
 from hf_chat_templates.errors import ConfigError, TemplateError, UnknownNameError
-from hf_chat_templates.registry import load_family
+from hf_chat_templates.families.registry import load_family
 
 from .conftest import REPO_ROOT, SEEDS
 

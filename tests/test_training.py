@@ -10,17 +10,12 @@ from pathlib import Path
 import pytest
 
 from hf_chat_templates import get_family, list_families
-from hf_chat_templates.install import install
-from hf_chat_templates.probes import build_probes
-from hf_chat_templates.rendering import render_minijinja
-from hf_chat_templates.training import (
-    Span,
-    assistant_spans,
-    derive_training_template,
-    export_without_markers,
-    token_mask,
-)
-from hf_chat_templates.verify import verify
+from hf_chat_templates import install
+from hf_chat_templates.conversations.probes import build_probes
+from hf_chat_templates.template.engines import render_minijinja
+from hf_chat_templates.template.spans import Span, assistant_spans, token_mask
+from hf_chat_templates.template.training_variant import derive_training_template, export_without_markers
+from hf_chat_templates import verify
 
 from .conftest import snapshot
 from .test_verify_checks import GOOD, chatml_folder, check, context
@@ -186,7 +181,7 @@ def test_assistant_mask_fails_when_the_training_template_has_no_markers(tmp_path
 def test_assistant_mask_fails_when_a_turn_has_no_stop_token(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from hf_chat_templates.verify import VerifyContext
+    from hf_chat_templates.verification.context import VerifyContext
 
     folder = chatml_folder(tmp_path / "tok")
     no_stop = GOOD.replace("{{- '<|im_end|>\\n' -}}", "{{- '<|im_end|>\\n' if m.role != 'assistant' else '\\n' -}}")

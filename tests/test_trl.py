@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates.install import install
-from hf_chat_templates.prepare import IGNORE_INDEX, prepare
+from hf_chat_templates import install
+from hf_chat_templates import prepare
+from hf_chat_templates.training.features import IGNORE_INDEX
 
 from .test_prepare import write_jsonl
 

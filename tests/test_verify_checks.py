@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from hf_chat_templates.folder import dump_json, read_folder
-from hf_chat_templates.probes import Probe, build_probes
-from hf_chat_templates.verify import VerifyContext, run_checks
-from hf_chat_templates.vocab import register_control_tokens
+from hf_chat_templates.tokenizer.folder import dump_json, read_folder
+from hf_chat_templates.conversations.probes import Probe, build_probes
+from hf_chat_templates.verification.context import VerifyContext
+from hf_chat_templates.verification.runner import run_checks
+from hf_chat_templates.tokenizer.vocab import register_control_tokens
 
 from .conftest import build_toy_tokenizer
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hf_chat_templates import base_tokenizer, install
-from hf_chat_templates.verify import CHECK_ORDER, verify
+from hf_chat_templates import verify
+from hf_chat_templates.verification.checks import CHECK_ORDER
 
 from .test_cli import run
 from .test_verify_checks import GOOD, chatml_folder
@@ -88,7 +89,7 @@ def test_conversations_with_bad_lines(capsys: pytest.CaptureFixture[str], good: 
 
 
 def test_conversations_with_workers(good: Path, tmp_path: Path) -> None:
-    from hf_chat_templates.dataset import verify_conversations
+    from hf_chat_templates.verification.dataset import verify_conversations
 
     data = tmp_path / "data.jsonl"
     record = {"messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "world"}]}
@@ -98,7 +99,7 @@ def test_conversations_with_workers(good: Path, tmp_path: Path) -> None:
 
 
 def test_conversations_catch_a_dropping_template(good: Path, tmp_path: Path) -> None:
-    from hf_chat_templates.dataset import verify_conversations
+    from hf_chat_templates.verification.dataset import verify_conversations
 
     template = tmp_path / "t.jinja"
     template.write_text(GOOD.replace("{%- for p in m.content -%}", "{%- for p in m.content[:1] -%}"))
@@ -136,7 +137,7 @@ def test_verify_all_matrix(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.slow
 def test_sentencepiece_word_marker_is_decoded_and_reported(installed_variants: dict, tmp_path: Path) -> None:
     """Records are decoded only where the tokenizer could lose text: on SentencePiece, those holding "▁"."""
-    from hf_chat_templates.dataset import verify_conversations
+    from hf_chat_templates.verification.dataset import verify_conversations
 
     data = tmp_path / "data.jsonl"
     records = [{"messages": [{"role": "user", "content": "plain text"}]},

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates.training import derive_training_template
-from hf_chat_templates.verify import verify_with_context
-from hf_chat_templates.view import anchor_for, to_terminal, verification_html, view_conversation
+from hf_chat_templates import derive_training_template
+from hf_chat_templates.verification.runner import verify_with_context
+from hf_chat_templates.view.conversation import view_conversation
+from hf_chat_templates.view.report import anchor_for, verification_html
+from hf_chat_templates.view.terminal import to_terminal
 
 from .test_cli import run
 from .test_verify_checks import CONTROL, GOOD, chatml_folder
@@ -184,7 +186,7 @@ def test_cli_view_rejects_a_bad_messages_file(chatml: Path, tmp_path: Path, caps
 def test_to_terminal_fits_the_width(chatml: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    from hf_chat_templates.view import token_view
+    from hf_chat_templates.view.tokens import token_view
 
     tok = AutoTokenizer.from_pretrained(str(chatml))
     view = token_view(tok, "word " * 60, title="long")

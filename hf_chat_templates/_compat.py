@@ -1,0 +1,131 @@
+"""Every access to a private part of another package, in one place, each with a test (tests/unit/test_compat.py).
+
+When transformers, datasets, tokenizers, jinja2 or llama-models rename one of these, the test of that function
+fails and names it; nothing else in the package reaches past a public API. Imports happen on call, so importing
+this module stays light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+from typing import Any, Callable, Iterator
+
+# ---- transformers: how apply_chat_template prepares and renders ------------------------------------------------
+
+
+def compile_template(template: str) -> Any:
+    """The jinja2 Template transformers compiles for `template` (its sandbox, globals and `generation` tag)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    return _compile_jinja_template(template)
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as apply_chat_template hands them to a template: None values dropped, objects made plain."""
+    from transformers.utils.chat_template_utils import _normalize_chat_messages
+
+    return _normalize_chat_messages(messages)  # type: ignore[no-any-return]
+
+
+def alias_reasoning_fields(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """transformers' aliasing of `reasoning_content` / `thinking` / `reasoning` on assistant messages."""
+    from transformers.utils.chat_template_utils import _alias_reasoning_fields
+
+    return _alias_reasoning_fields(messages)  # type: ignore[no-any-return]
+
+
+def plain_template_data(value: Any) -> Any:
+    """transformers' conversion of message objects to plain data before rendering."""
+    from transformers.utils.chat_template_utils import _plain_template_data
+
+    return _plain_template_data(value)
+
+
+def render_conversations(template: str, conversations: list[list[dict[str, Any]]], tools: Any,
+                         **kwargs: Any) -> list[str]:
+    """transformers' own batch rendering (`render_jinja_template`), text only."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(conversations=conversations, tools=tools, chat_template=template, **kwargs)
+    return list(rendered)
+
+
+def render_with_assistant_indices(compiled: Any, messages: list[dict[str, Any]], tools: Any,
+                                  **kwargs: Any) -> tuple[str, list[tuple[int, int]]]:
+    """Render a compiled template that has `{% generation %}` markers: the text and the marked character spans."""
+    from transformers.utils.chat_template_utils import _render_with_assistant_indices
+
+    text, indices = _render_with_assistant_indices(compiled, messages, tools, None, False, **kwargs)
+    return text, [(int(a), int(b)) for a, b in indices]
+
+
+@contextlib.contextmanager
+def frozen_clock(moment: _dt.datetime) -> Iterator[None]:
+    """Make transformers' `strftime_now` read `moment` instead of the clock (it calls the module's `datetime`)."""
+    from transformers.utils import chat_template_utils
+
+    class _Frozen(_dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> _dt.datetime:  # type: ignore[override]
+            return moment if tz is None else moment.replace(tzinfo=tz)
+
+    original = chat_template_utils.datetime
+    chat_template_utils.datetime = _Frozen  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        chat_template_utils.datetime = original  # type: ignore[misc]
+
+
+# ---- jinja2: rendering one compiled template many times ---------------------------------------------------------
+
+
+def fast_renderer(compiled: Any, variables: dict[str, Any]) -> Callable[[dict[str, Any]], str]:
+    """`compiled.render(**variables, **extra)` without copying the globals into a new dict on every call: they are
+    merged once, and each render's context shares that mapping (Template.render's own steps)."""
+    from jinja2.runtime import new_context
+
+    environment = compiled.environment
+    blocks, name, root = compiled.blocks, compiled.name, compiled.root_render_func
+
+    def render(extra: dict[str, Any]) -> str:
+        context = new_context(environment, name, blocks, {**variables, **extra}, True, None, None)
+        return str(environment.concat(root(context)))  # type: ignore[attr-defined]
+
+    return render
+
+
+# ---- tokenizers: a component's settings --------------------------------------------------------------------------
+
+
+def component_state(component: Any) -> dict[str, Any]:
+    """A normalizer / pre-tokenizer / decoder's settings, as it serializes itself (the vocabulary is not read)."""
+    if component is None:
+        return {}
+    return dict(json.loads(component.__getstate__()))
+
+
+# ---- datasets: the files save_to_disk writes beside its shards --------------------------------------------------
+
+DATASET_STATE_KEYS = ("_fingerprint", "_format_columns", "_format_kwargs", "_format_type", "_output_all_columns")
+
+
+def dataset_state(dataset: Any) -> dict[str, Any]:
+    """What `Dataset.save_to_disk` writes to state.json, read from the dataset's private attributes."""
+    return {key: dataset.__dict__[key] for key in DATASET_STATE_KEYS}
+
+
+def arrow_writer(**kwargs: Any) -> Any:
+    """datasets' ArrowWriter (not exported at the top level), which writes a shard as batches arrive."""
+    from datasets.arrow_writer import ArrowWriter
+
+    return ArrowWriter(**kwargs)
+
+
+# ---- llama-models: the assistant header its ChatFormat appends -------------------------------------------------
+
+
+def llama_header_ids(chat_format: Any, role: str) -> list[int]:
+    return list(chat_format._encode_header(role))

@@ -1,0 +1,57 @@
+"""The click group every command registers on, the options several commands share, and output helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="hf-chat-templates")
+def cli() -> None:
+    """Install, verify and publish chat templates on Hugging Face tokenizers."""
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")(func)
+
+
+def force_option(func: F) -> F:
+    return click.option("--force", is_flag=True,
+                        help="Replace a non-empty --output (the old one is kept beside it).")(func)
+
+
+def hub_options(what: str) -> Callable[[F], F]:
+    """--revision and --token, for a command whose `what` may be a Hub repo id."""
+
+    def decorate(func: F) -> F:
+        func = click.option("--token", default=None, help="Hub token (default: HF_TOKEN or your login).")(func)
+        return click.option("--revision", default=None, help=f"Hub revision when {what} is a repo id.")(func)
+
+    return decorate
+
+
+def template_options(family_help: str, template_help: str) -> Callable[[F], F]:
+    """--family, --variant and --template: which template the command uses instead of the folder's own."""
+
+    def decorate(func: F) -> F:
+        func = click.option("--template", "template_file", type=click.Path(path_type=Path), default=None,
+                            help=template_help)(func)
+        func = click.option("--variant", default=None,
+                            help="The family's variant (default: its default variant).")(func)
+        return click.option("--family", default=None, help=family_help)(func)
+
+    return decorate

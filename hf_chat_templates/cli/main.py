@@ -1,0 +1,71 @@
+"""The entry point: run a command, and turn every expected error into a message and an exit code.
+
+Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error. Errors print what
+failed and what to do, without a traceback unless HF_CHAT_TEMPLATES_DEBUG is set. A library error names its
+arguments as `{name}`; here they are written as the options that set them (`max_length` → `--max-length`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import HfChatTemplatesError
+from . import catalog, checking, installing, publishing, training, viewing  # noqa: F401  (they register commands)
+from .app import cli
+
+DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"
+
+# A library parameter whose option is not simply --name-with-dashes.
+_OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE"}
+
+# The one table from what went wrong to the exit code; the first matching row wins.
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (click.exceptions.Abort, 2),
+    (click.ClickException, 2),
+    (HfChatTemplatesError, 2),
+    (KeyboardInterrupt, 2),
+    (Exception, 2),
+)
+
+
+def option_name(parameter: str) -> str:
+    """The command-line option that sets a library parameter."""
+    return _OPTIONS.get(parameter, "--" + parameter.replace("_", "-"))
+
+
+def _report(err: BaseException) -> None:
+    """What went wrong, on stderr, in the CLI's words."""
+    if isinstance(err, click.exceptions.Abort):
+        click.echo("aborted", err=True)
+    elif isinstance(err, click.ClickException):
+        err.show()
+    elif isinstance(err, HfChatTemplatesError):
+        click.echo(f"error: {err.render(err.template, option_name)}", err=True)
+        if err.hint_template:
+            click.echo(f"  to fix: {err.render(err.hint_template, option_name)}", err=True)
+    elif isinstance(err, KeyboardInterrupt):
+        click.echo("interrupted; nothing was published", err=True)
+    else:  # an unexpected failure is still reported without a traceback by default
+        click.echo(f"error: unexpected {type(err).__name__}: {err}", err=True)
+        click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
+
+
+def exit_code(err: BaseException) -> int:
+    return next(code for kind, code in EXIT_CODES if isinstance(err, kind))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn expected errors into a message and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
+    except (Exception, KeyboardInterrupt) as err:
+        debuggable = isinstance(err, HfChatTemplatesError) or not isinstance(
+            err, (click.exceptions.Abort, click.ClickException, KeyboardInterrupt))
+        if debuggable and os.environ.get(DEBUG_ENV):
+            raise
+        _report(err)
+        sys.exit(exit_code(err))
+    sys.exit(0)

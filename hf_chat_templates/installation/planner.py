@@ -1,0 +1,358 @@
+"""`plan_install`: compute what installing a template on a tokenizer would write. Reads; writes nothing.
+
+>>> plan = plan_install("llama3.2-pythonic", "path/to/tokenizer", "out")   # doctest: +SKIP
+>>> print(plan.describe())                                                  # doctest: +SKIP
+
+The steps, each a function below: the tokens (control tokens registered, a post-processor BOS the template
+already writes dropped), the pad token, the three JSON files (tokenizer_config, special_tokens_map,
+generation_config), and the list of every file of the output with what happens to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import TokenizerFolderError, UsageError
+from ..families.registry import Family, Variant, get_family
+from ..outputs import check_output
+from ..template.syntax import check_template_syntax
+from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
+from ..tokenizer.folder import (
+    CHAT_TEMPLATE_DIR,
+    CHAT_TEMPLATE_FILE,
+    GENERATION_CONFIG,
+    SPECIAL_TOKENS_MAP,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    StagedFile,
+    TokenizerFolder,
+    dump_json,
+    read_folder,
+    sha256_bytes,
+)
+from ..tokenizer.hub import resolve_source
+from ..tokenizer.vocab import (
+    TokenChange,
+    Vocabulary,
+    drop_post_processor_token,
+    register_control_tokens,
+    sync_config_tokens,
+    token_content,
+    with_content,
+)
+from .plan import FORMATS, FileChange, InstallPlan
+
+# Tried in order when a tokenizer has no pad token (after the family's own preferences).
+GENERIC_PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
+
+
+def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
+    """A folder with only a slow vocabulary (tokenizer.model …): let transformers build tokenizer.json."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder.path))
+        return dict(json.loads(tok.backend_tokenizer.to_str()))
+    except Exception as err:
+        raise TokenizerFolderError(
+            f"{folder.path}: has no {TOKENIZER_JSON}, and transformers could not build one "
+            f"({type(err).__name__}: {err})",
+            hint="install sentencepiece and protobuf, or provide tokenizer.json", path=folder.path,
+        ) from None
+
+
+def _choose_pad(
+    family: Family, config: dict[str, Any], vocab: Vocabulary, eos: str, stops: tuple[str, ...]
+) -> tuple[str | None, list[str]]:
+    current = token_content(config.get("pad_token"))
+    warnings = []
+    if current is not None and vocab.id_of(current) is not None:
+        if current == eos or current in stops:
+            warnings.append(
+                f"pad_token {current} is also a stop token: with labels masked on pad, the model is never "
+                "trained to stop; set a distinct pad token"
+            )
+        return current, warnings
+    unk = token_content(config.get("unk_token")) or vocab.data["model"].get("unk_token")
+    for candidate in (*family.pad_tokens, *GENERIC_PAD_TOKENS, unk):
+        if candidate and candidate != eos and candidate not in stops and vocab.is_special(candidate):
+            return candidate, warnings
+    warnings.append(
+        f"no pad token distinct from eos was found; pad_token is set to eos {eos}: mask padding by attention "
+        "mask, not by token id"
+    )
+    return eos, warnings
+
+
+def _as_id_list(value: Any) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int)]
+    return []
+
+
+@dataclass
+class _Tokens:
+    """The token side of a plan: the new tokenizer.json, its changes, and the vocabularies before and after."""
+
+    tokenizer_json: dict[str, Any]
+    changes: tuple[TokenChange, ...]
+    before: Vocabulary
+    after: Vocabulary
+    bos_dropped: str | None
+    warnings: list[str]
+
+
+def _plan_tokens(fam: Family, var: Variant, folder: TokenizerFolder, config: dict[str, Any], *,
+                 reuse_reserved: bool, keep_tokenizer_bos: bool) -> _Tokens:
+    """Register the control tokens; drop a post-processor BOS the template writes itself (edits `config`)."""
+    origin = str(folder.path / TOKENIZER_JSON)
+    tokenizer_json = folder.tokenizer_json if folder.tokenizer_json is not None else _convert_slow(folder)
+    before = Vocabulary(tokenizer_json, origin)
+    keep = {token_content(config.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    new_tj, changes, warnings = register_control_tokens(
+        tokenizer_json, var.control_tokens, reuse_reserved=reuse_reserved, keep={k for k in keep if k}, origin=origin
+    )
+    bos_dropped = None
+    bos = token_content(config.get("bos_token"))
+    if fam.template_writes_bos and not keep_tokenizer_bos and bos:
+        # The template writes {{ bos_token }}; a post-processor adding it too gives a double BOS to everyone who
+        # tokenizes the rendered text with the defaults.
+        new_tj, dropped = drop_post_processor_token(new_tj, bos)
+        if dropped or config.get("add_bos_token") is True:
+            bos_dropped = bos
+        if config.get("add_bos_token") is True:
+            config["add_bos_token"] = False
+    return _Tokens(new_tj, changes, before, Vocabulary(new_tj, origin), bos_dropped, list(warnings))
+
+
+def _plan_config(config: dict[str, Any], tokens: _Tokens, eos: str, pad: str | None, template: str,
+                 training_text: str | None, format: str) -> dict[str, Any]:
+    """tokenizer_config.json: tokens kept in step, eos and pad set, the template written as `format` asks."""
+    config = sync_config_tokens(config, tokens.tokenizer_json, tokens.changes)
+    config["eos_token"] = with_content(config.get("eos_token"), eos)
+    if pad is not None:
+        config["pad_token"] = with_content(config.get("pad_token"), pad)
+    if format not in ("both", "config"):
+        config.pop("chat_template", None)
+        return config
+    existing = config.get("chat_template")
+    named = {"default": template}
+    if training_text is not None:
+        named[TRAINING_TEMPLATE_NAME] = training_text
+    if isinstance(existing, list) or len(named) > 1:  # named templates: ours replaced, the others kept
+        others = [t for t in (existing if isinstance(existing, list) else []) if isinstance(t, dict)
+                  and t.get("name") not in named]
+        config["chat_template"] = [{"name": k, "template": v} for k, v in named.items()] + others
+    else:
+        config["chat_template"] = template
+    return config
+
+
+def _plan_special_tokens_map(folder: TokenizerFolder, tokens: _Tokens, eos: str, pad: str | None
+                             ) -> dict[str, Any] | None:
+    """special_tokens_map.json (legacy, but still read): kept saying the same as the config."""
+    if folder.special_tokens_map is None:
+        return None
+    stm = sync_config_tokens(copy.deepcopy(folder.special_tokens_map), tokens.tokenizer_json, tokens.changes)
+    stm["eos_token"] = with_content(stm.get("eos_token"), eos)
+    if pad is not None:
+        stm["pad_token"] = with_content(stm.get("pad_token"), pad)
+    return stm
+
+
+def _plan_generation_config(folder: TokenizerFolder, vocab: Vocabulary, config: dict[str, Any], old_eos: str | None,
+                            stop_ids: tuple[int, ...], pad: str | None) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """generation_config.json with the stop ids merged into eos_token_id (created when missing)."""
+    gen = copy.deepcopy(folder.generation_config) if folder.generation_config is not None else None
+    if gen is None:
+        previous_eos_id = vocab.id_of(old_eos) if old_eos else None
+        gen = {}
+        bos = token_content(config.get("bos_token"))
+        if bos and vocab.id_of(bos) is not None:
+            gen["bos_token_id"] = vocab.id_of(bos)
+        eos_ids = list(stop_ids) + ([previous_eos_id] if previous_eos_id is not None else [])
+    else:
+        eos_ids = _as_id_list(gen.get("eos_token_id"))
+    eos_ids = list(dict.fromkeys([*eos_ids, *stop_ids]))
+    gen["eos_token_id"] = eos_ids
+    if pad is not None and "pad_token_id" not in gen:
+        gen["pad_token_id"] = vocab.id_of(pad)
+    return gen, tuple(eos_ids)
+
+
+def _training_template(folder: TokenizerFolder, var: Variant, wanted: bool, warnings: list[str]) -> str | None:
+    """The training variant to write: when asked, or when the source holds one derived from an earlier install
+    (it is derived anew, so it never describes a template that is no longer there)."""
+    existing = folder.named_template(TRAINING_TEMPLATE_NAME)
+    if wanted or (existing is not None and is_training_template(existing)):
+        return derive_training_template(var.template, var.stop_tokens, var.control_tokens)
+    if existing is not None:
+        warnings.append(f"the source's own '{TRAINING_TEMPLATE_NAME}' template is kept as it is: it may not match "
+                        "the new default; pass --training to replace it with one derived from the new template")
+    return None
+
+
+def _token_summary(changes: tuple[TokenChange, ...]) -> str:
+    counts: dict[str, int] = {}
+    for c in changes:
+        counts[c.action] = counts.get(c.action, 0) + 1
+    return ", ".join(f"{n} {action}" for action, n in counts.items())
+
+
+def _config_summary(before: dict[str, Any], after: dict[str, Any]) -> str:
+    keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    return "keys " + ", ".join(keys) if keys else ""
+
+
+class _Files:
+    """Every file of the output, in order, with what happens to it and where its bytes come from."""
+
+    def __init__(self, folder: TokenizerFolder) -> None:
+        self.folder = folder
+        self.changes: list[FileChange] = []
+        self.staged: list[StagedFile] = []
+        self.handled: set[str] = set()
+
+    def keep(self, rel: str) -> None:
+        self.handled.add(rel)
+        self.changes.append(FileChange(rel, "keep"))
+        self.staged.append(StagedFile(rel, source=self.folder.path / rel))
+
+    def _before_sha(self, rel: str) -> str | None:
+        return sha256_bytes(self.folder.read_bytes(rel)) if rel in self.folder.files else None
+
+    def write(self, rel: str, data: bytes, summary: str) -> None:
+        """`data` as `rel`: kept when the source has exactly these bytes, else added or changed."""
+        self.handled.add(rel)
+        before = self.folder.read_bytes(rel) if rel in self.folder.files else None
+        if before == data:
+            self.keep(rel)
+            return
+        action = "change" if before is not None else "add"
+        self.changes.append(FileChange(rel, action, summary, self._before_sha(rel), sha256_bytes(data)))
+        self.staged.append(StagedFile(rel, content=data))
+
+    def write_json(self, rel: str, before: Any, after: Any, summary: str) -> None:
+        """A JSON file: kept byte for byte when its parsed content does not change."""
+        self.handled.add(rel)
+        if before is not None and before == after:
+            self.keep(rel)
+            return
+        data = dump_json(after)
+        action = "change" if rel in self.folder.files else "add"
+        self.changes.append(FileChange(rel, action, summary, self._before_sha(rel), sha256_bytes(data)))
+        self.staged.append(StagedFile(rel, content=data))
+
+    def remove(self, rel: str, summary: str) -> None:
+        self.handled.add(rel)
+        if rel in self.folder.files:
+            self.changes.append(FileChange(rel, "remove", summary, self._before_sha(rel)))
+
+    def keep_the_rest(self) -> None:
+        for rel in self.folder.files:
+            if rel not in self.handled:
+                self.keep(rel)
+
+
+def _plan_files(folder: TokenizerFolder, jsons: dict[str, tuple[Any, Any, str]], template: str,
+                training_text: str | None, format: str, name: str) -> _Files:
+    files = _Files(folder)
+    for rel, (before, after, summary) in jsons.items():
+        files.write_json(rel, before, after, summary)
+    if format in ("both", "jinja"):
+        files.write(CHAT_TEMPLATE_FILE, template.encode("utf-8"), name)
+    else:
+        files.remove(CHAT_TEMPLATE_FILE, "transformers would prefer it over the config key")
+    if training_text is not None:
+        training_file = f"{CHAT_TEMPLATE_DIR}/{TRAINING_TEMPLATE_NAME}.jinja"
+        if format in ("both", "jinja"):
+            files.write(training_file, training_text.encode("utf-8"), f"{name} with {{% generation %}}")
+        else:
+            files.remove(training_file, "written to the config key instead")
+    files.keep_the_rest()
+    return files
+
+
+def _resolve(family: str | Family, variant: str | None, format: str) -> tuple[Family, Variant]:
+    if format not in FORMATS:
+        raise UsageError(f"unknown {{format}} {format!r}; choose one of {', '.join(FORMATS)}", hint="{format} both",
+                         parameter="format")
+    fam = family if isinstance(family, Family) else get_family(family)
+    var = fam.variant(variant)
+    check_template_syntax(var.template, var.template_path)
+    return fam, var
+
+
+def _source_folder(tokenizer: str | Path, output_path: Path, *, force: bool, revision: str | None,
+                   token: str | None) -> TokenizerFolder:
+    source_path = resolve_source(str(tokenizer), revision=revision, token=token)
+    if output_path == source_path.absolute() and not force:
+        raise UsageError(
+            f"{output_path}: {{output}} is the source folder; the source is never changed in place",
+            hint="choose another {output}, or pass {force} to replace the source (it is kept beside it)",
+            path=output_path, parameter="output",
+        )
+    check_output(output_path, force=force)
+    return read_folder(source_path)
+
+
+def plan_install(
+    family: str | Family,
+    tokenizer: str | Path,
+    output: str | Path,
+    *,
+    variant: str | None = None,
+    format: str = "both",
+    reuse_reserved: bool = False,
+    keep_tokenizer_bos: bool = False,
+    training: bool = False,
+    force: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+) -> InstallPlan:
+    """Compute what installing `family` on `tokenizer` into `output` would write. Writes nothing."""
+    fam, var = _resolve(family, variant, format)
+    output_path = Path(output).absolute()
+    folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
+    config = copy.deepcopy(folder.tokenizer_config)
+    tokens = _plan_tokens(fam, var, folder, config, reuse_reserved=reuse_reserved,
+                          keep_tokenizer_bos=keep_tokenizer_bos)
+    warnings, vocab, eos = tokens.warnings, tokens.after, var.stop_tokens[0]
+    pad, pad_warnings = _choose_pad(fam, config, vocab, eos, var.stop_tokens)
+    warnings += pad_warnings
+    stop_ids = tuple(int(i) for t in var.stop_tokens if (i := vocab.id_of(t)) is not None)
+    assert len(stop_ids) == len(var.stop_tokens)
+    old_eos, old_pad = token_content(config.get("eos_token")), token_content(config.get("pad_token"))
+    training_text = _training_template(folder, var, training, warnings)
+    config = _plan_config(config, tokens, eos, pad, var.template, training_text, format)
+    gen_before = tuple(_as_id_list((folder.generation_config or {}).get("eos_token_id")))
+    gen, gen_after = _plan_generation_config(folder, vocab, config, old_eos, stop_ids, pad)
+    jsons: dict[str, tuple[Any, Any, str]] = {
+        TOKENIZER_JSON: (folder.tokenizer_json, tokens.tokenizer_json, _token_summary(tokens.changes)),
+        TOKENIZER_CONFIG: (folder.tokenizer_config if TOKENIZER_CONFIG in folder.files else None, config,
+                           _config_summary(folder.tokenizer_config, config)),
+        GENERATION_CONFIG: (folder.generation_config, gen, f"eos_token_id {list(gen_before)} -> {list(gen_after)}"),
+    }
+    if (stm := _plan_special_tokens_map(folder, tokens, eos, pad)) is not None:
+        jsons[SPECIAL_TOKENS_MAP] = (folder.special_tokens_map, stm, "eos/pad kept in step")
+    files = _plan_files(folder, jsons, var.template, training_text, format, f"{fam.name}/{var.name}")
+    if tokens.before.size != vocab.size:
+        warnings.append(
+            f"the vocabulary grows from {tokens.before.size} to {vocab.size} ids: call "
+            f"model.resize_token_embeddings({vocab.size}) before training, or use --reuse-reserved"
+        )
+    return InstallPlan(
+        family=fam.name, variant=var.name, source=str(tokenizer), source_path=folder.path, output=output_path,
+        format=format, template_sha256=sha256_bytes(var.template.encode("utf-8")), files=tuple(files.changes),
+        tokens=tokens.changes, vocab_size_before=tokens.before.size, vocab_size_after=vocab.size,
+        eos_token=(old_eos, eos), pad_token=(old_pad, pad), stop_token_ids=stop_ids,
+        generation_eos_before=gen_before, generation_eos_after=gen_after, warnings=tuple(warnings),
+        bos_dropped_from_post_processor=tokens.bos_dropped, force=force, staged=tuple(files.staged),
+        expected_template=var.template, training_template=training_text,
+    )

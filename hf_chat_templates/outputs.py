@@ -1,0 +1,146 @@
+"""The one writer: every folder and file this package writes is staged beside its target, then renamed into place.
+
+A killed process leaves either the old output or the new one, never half of either. A staging folder is a hidden
+sibling named `.NAME.hfct-staging-XXXX`; one left behind by a killed run is removed by the next write of the same
+output. An output that is replaced (only when asked: `force`) is moved aside as `NAME.replaced-YYYYmmdd-HHMMSS`
+(with `-2`, `-3`, … when that name is taken), never deleted.
+
+>>> with staged_folder(Path("out"), force=False) as staging:     # doctest: +SKIP
+...     (staging.path / "a.txt").write_text("…")
+>>> staging.replaced_to                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .errors import HfChatTemplatesError, OutputExistsError, TokenizerFolderError
+
+STAGING_MARK = ".hfct-staging-"
+
+
+def check_output(output: Path, *, force: bool, parameter: str = "output") -> None:
+    """Refuse an existing non-empty output folder unless `force`; refuse a file in its place always."""
+    if output.exists() and not output.is_dir():
+        raise OutputExistsError(f"{output}: exists and is not a folder", hint="choose another {output}",
+                                path=output, parameter=parameter)
+    if output.is_dir() and any(output.iterdir()) and not force:
+        raise OutputExistsError(
+            f"{output}: exists and is not empty",
+            hint="choose another {output}, or pass {force} to replace it (the old folder is kept beside it)",
+            path=output, parameter=parameter,
+        )
+
+
+def backup_path(output: Path) -> Path:
+    """Where an output that is replaced is kept: NAME.replaced-TIME, numbered when that is taken."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate = output.parent / f"{output.name}.replaced-{stamp}"
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = output.parent / f"{output.name}.replaced-{stamp}-{n}"
+    return candidate
+
+
+def is_staging(name: str) -> bool:
+    return STAGING_MARK in name
+
+
+def _private_umask_fix(path: Path, mode: int) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(mode & ~umask)  # mkdtemp/mkstemp make it private; the output is an ordinary folder or file
+
+
+@dataclass
+class Staging:
+    """The staging folder of one write. `discard()` inside the block publishes nothing; after the block,
+    `replaced_to` says where a replaced output was moved."""
+
+    path: Path
+    output: Path
+    discarded: bool = False
+    replaced_to: Path | None = None
+
+    def discard(self) -> None:
+        self.discarded = True
+
+
+def _new_staging(output: Path) -> Path:
+    parent = output.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for stale in parent.glob(f".{output.name}{STAGING_MARK}*"):
+            # A staging folder left by a killed run; it was never published, so nothing refers to it.
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}", dir=parent))
+        _private_umask_fix(staging, 0o777)
+    except OSError as err:
+        raise TokenizerFolderError(
+            f"{parent}: cannot write the output folder here ({err.strerror or err})",
+            hint="choose an {output} in a writable location", path=parent, parameter="output",
+        ) from None
+    return staging
+
+
+def _publish(staging: Path, output: Path) -> Path | None:
+    backup = None
+    if output.exists():
+        if any(output.iterdir()):
+            backup = backup_path(output)
+            os.replace(output, backup)
+        else:
+            output.rmdir()
+    os.replace(staging, output)
+    return backup
+
+
+@contextlib.contextmanager
+def staged_folder(output: Path, *, force: bool) -> Iterator[Staging]:
+    """Stage a new folder for `output`; when the block ends without an error, rename it into place."""
+    output = Path(output).absolute()
+    check_output(output, force=force)
+    staging = Staging(_new_staging(output), output)
+    try:
+        yield staging
+        if not staging.discarded:
+            staging.replaced_to = _publish(staging.path, output)
+    except HfChatTemplatesError:
+        raise
+    except OSError as err:
+        raise TokenizerFolderError(
+            f"{output}: writing failed ({err.strerror or err}); nothing was published",
+            hint="check free space and permissions of the output location", path=output,
+        ) from None
+    finally:
+        shutil.rmtree(staging.path, ignore_errors=True)
+
+
+def write_file(path: Path, data: bytes | str) -> None:
+    """Write one file whole or not at all: a temporary file beside it, then a rename."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputExistsError(f"{path}: is a folder", hint="give a file name such as report.html", path=path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{STAGING_MARK}", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+            _private_umask_fix(Path(tmp), 0o666)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise TokenizerFolderError(f"{path}: cannot write ({err.strerror or err})", hint="choose a writable path",
+                                   path=path) from None

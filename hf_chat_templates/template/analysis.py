@@ -1,0 +1,48 @@
+"""What a template emits, read from its source and its renderings: the control tokens it writes and the token that
+ends an assistant turn. These are inferences; `families.tokens` says where a command's tokens came from."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from .syntax import template_literals
+
+# Shapes that control tokens take in the wild; text tags like <tools> are deliberately not among them.
+CONTROL_TOKEN_SHAPES = re.compile(
+    r"<\|[^<>|\s]{1,48}\|>|<(?:start|end)_of_turn>|</?s>|<(?:bos|eos|pad)>|\[/?[A-Z][A-Z_]{1,30}\]"
+)
+
+
+def control_tokens_in(
+    template: str,
+    renderings: Iterable[str],
+    added_tokens: Mapping[str, Any],
+    *,
+    declared: Iterable[str] = (),
+    content: Iterable[str] = (),
+) -> tuple[str, ...]:
+    """`declared`, then every control-token-shaped string the template writes in its literals or its renderings
+    (not one that only comes from message `content`), then every registered special added token in its literals.
+    `added_tokens` maps a token's text to transformers' AddedToken."""
+    tokens = list(declared)
+    contents = [c for c in content if c]
+    literal = template_literals(template)
+    for text in (literal, *renderings):
+        for match in CONTROL_TOKEN_SHAPES.findall(text):
+            if match not in tokens and not any(match in c for c in contents):
+                tokens.append(match)
+    for text, token in added_tokens.items():
+        if token.special and text in literal and not text.isspace() and text not in tokens:
+            tokens.append(text)
+    return tuple(tokens)
+
+
+def stop_token_after(rendering: str, answer: str, control_tokens: Iterable[str]) -> tuple[str, ...]:
+    """The first control token after the last occurrence of `answer` in `rendering`: the turn's end."""
+    at = rendering.rfind(answer)
+    if at < 0:
+        return ()
+    rest = rendering[at + len(answer) :]
+    matches = [(rest.find(t), t) for t in control_tokens if t in rest]
+    return (min(matches)[1],) if matches else ()

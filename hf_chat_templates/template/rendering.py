@@ -1,0 +1,140 @@
+"""Rendering a template the way training scripts do: transformers' own `apply_chat_template`, under limits.
+
+`Renderer.render` calls `tokenizer.apply_chat_template(tokenize=False)`, so the sandbox, the globals
+(`raise_exception`, `strftime_now`, `tojson`, `namespace`), the message normalization and the special-token
+variables are exactly what training scripts get. `frozen_clock` pins `strftime_now`; `engines` renders the same
+inputs in other engines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _compat
+from .limits import RenderLimits, check_output, limited
+from .syntax import has_generation_markers
+
+frozen_clock = _compat.frozen_clock
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The outcome of one render: the text, or the error it raised."""
+
+    text: str | None
+    error: str | None = None
+    refused: bool = False  # the template's own raise_exception: a deliberate, explained refusal
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+def _is_refusal(err: BaseException) -> bool:
+    import jinja2
+
+    # raise_exception raises exactly TemplateError; UndefinedError and syntax errors are subclasses of it
+    return type(err) is jinja2.exceptions.TemplateError
+
+
+def describe_exception(err: BaseException) -> str:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+class Renderer:
+    """Renders conversations with one template on one tokenizer, and encodes the results."""
+
+    def __init__(self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None,
+                 limits: RenderLimits | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.template = template
+        self.kwargs = dict(kwargs or {})
+        self.limits = limits or RenderLimits.from_env()
+        self._cache: dict[Any, Rendered] = {}
+        self._encoded: dict[str, list[int]] = {}
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool = False,
+        cache: bool = True,
+        **extra: Any,
+    ) -> Rendered:
+        key = None
+        if cache and not extra:
+            key = json.dumps([messages, tools, add_generation_prompt, continue_final_message], sort_keys=True,
+                             default=str)
+            if key in self._cache:
+                return self._cache[key]
+        try:
+            with limited(self.limits) as limits:
+                text = self.tokenizer.apply_chat_template(
+                    messages,
+                    tools=tools,
+                    chat_template=self.template,
+                    tokenize=False,
+                    add_generation_prompt=add_generation_prompt,
+                    continue_final_message=continue_final_message,
+                    **{**self.kwargs, **extra},
+                )
+            outcome = Rendered(check_output(text, limits))
+        except Exception as err:  # a template may raise anything; the check reports it
+            outcome = Rendered(None, describe_exception(err), refused=_is_refusal(err))
+        if key is not None:
+            self._cache[key] = outcome
+        return outcome
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` without special tokens; each text is encoded once (checks share renderings)."""
+        if text not in self._encoded:
+            self._encoded[text] = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(self._encoded[text])
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+    def token_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                  **flags: Any) -> list[int]:
+        with limited(self.limits):
+            out = self.tokenizer.apply_chat_template(
+                messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
+                **{**self.kwargs, **flags},
+            )
+        return list(out["input_ids"])
+
+    def assistant_mask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                       **flags: Any) -> tuple[list[int], list[int]] | None:
+        """(ids, assistant mask) from `apply_chat_template(return_assistant_tokens_mask=True)`; None when the
+        template has no `{% generation %}` markers."""
+        if not has_generation_markers(self.template):
+            return None
+        with limited(self.limits):
+            out = self.tokenizer.apply_chat_template(
+                messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
+                return_assistant_tokens_mask=True, **{**self.kwargs, **flags},
+            )
+        return list(out["input_ids"]), list(out["assistant_masks"])
+
+    def template_variables(self) -> dict[str, Any]:
+        """The special-token variables transformers passes to every template (bos_token, eos_token, …)."""
+        return dict(self.tokenizer.special_tokens_map)
+
+
+def named_template(tokenizer: Any, name: str = "default") -> str | None:
+    """A tokenizer's template by name: transformers holds one string, or a dict when it has named templates."""
+    templates = tokenizer.chat_template
+    if isinstance(templates, dict):
+        return templates.get(name)
+    return templates if name == "default" and isinstance(templates, str) else None
+
+
+def normalize_for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as transformers hands them to a template (None values dropped, reasoning aliased)."""
+    return _compat.alias_reasoning_fields(_compat.plain_template_data(_compat.normalize_messages(messages)))

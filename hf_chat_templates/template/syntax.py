@@ -1,0 +1,88 @@
+"""Parsing chat templates the way transformers compiles them, without importing transformers.
+
+transformers compiles templates in an ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks, the
+loopcontrols extension and its own `{% generation %}` tag. Parsing with the same settings here lets the registry
+and `install` reject a template that transformers would reject, before anything is written.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..errors import TemplateError
+
+# `{% generation %}` / `{% endgeneration %}`, with any whitespace control: what transformers' tracker reads.
+GENERATION_TAG = re.compile(r"\{%-?\+?\s*(?:end)?generation\s*[-+]?%\}")
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """Accepts `{% generation %}…{% endgeneration %}` like transformers' AssistantTracker (parse only)."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+
+@lru_cache(maxsize=1)
+def parse_environment() -> ImmutableSandboxedEnvironment:
+    return ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+    )
+
+
+def check_template_syntax(source: str, origin: str | Path) -> None:
+    """Raise TemplateError naming `origin` and the line when `source` does not parse as a chat template."""
+    try:
+        parse_environment().parse(source)
+    except jinja2.TemplateSyntaxError as err:
+        raise TemplateError(
+            f"{origin}, line {err.lineno}: the chat template does not parse: {err.message}",
+            hint="fix the Jinja syntax at that line; templates are parsed with trim_blocks and lstrip_blocks "
+            "as transformers does",
+            path=str(origin), line=err.lineno,
+        ) from None
+
+
+def read_template_file(path: Path) -> str:
+    """Read a template file as UTF-8, exactly (no newline translation), or raise TemplateError."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TemplateError(f"{path}: template file not found", hint="check the path", path=path) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TemplateError(
+            f"{path}: the template is not UTF-8 (byte {err.start} is {data[err.start]:#04x})",
+            hint="save the template as UTF-8", path=path,
+        ) from None
+    if "\r" in text:
+        line = text.count("\n", 0, text.index("\r")) + 1
+        raise TemplateError(
+            f"{path}, line {line}: the template contains a carriage return; transformers reads "
+            "chat_template.jinja with newline translation, so the installed template would differ",
+            hint="convert the file to LF line endings", path=path, line=line,
+        )
+    return text
+
+
+def has_generation_markers(template: str) -> bool:
+    return GENERATION_TAG.search(template) is not None
+
+
+def template_literals(template: str) -> str:
+    """Every string literal and raw text of the template, joined: where control tokens are written."""
+    ast = parse_environment().parse(template)
+    parts = [node.value for node in ast.find_all(jinja2.nodes.Const) if isinstance(node.value, str)]
+    parts += [node.data for node in ast.find_all(jinja2.nodes.TemplateData)]
+    return "\n".join(parts)

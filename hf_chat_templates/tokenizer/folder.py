@@ -1,0 +1,254 @@
+"""Reading and writing the files of a tokenizer folder. No other module touches them.
+
+Reading parses the JSON files a tokenizer folder holds and reports a corrupt one by file, line and column.
+Writing never edits a folder in place: `write_folder` stages the new folder through `outputs.staged_folder`,
+checks it, and only then renames it into place; an output that is replaced (only with `force`) is kept beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..errors import TokenizerFolderError
+from ..outputs import is_staging, staged_folder
+from .vocab import Vocabulary
+
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+GENERATION_CONFIG = "generation_config.json"
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+# Files that make up a tokenizer (what is fetched from a Hub repo; later, what `push` may upload).
+TOKENIZER_FILE_PATTERNS = (
+    TOKENIZER_JSON,
+    TOKENIZER_CONFIG,
+    SPECIAL_TOKENS_MAP,
+    GENERATION_CONFIG,
+    CHAT_TEMPLATE_FILE,
+    f"{CHAT_TEMPLATE_DIR}/*.jinja",
+    "added_tokens.json",
+    "tokenizer.model",
+    "tekken.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "spiece.model",
+)
+SLOW_VOCAB_FILES = ("tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "tekken.json")
+_SKIP_DIRS = {".git", ".cache", "__pycache__"}
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def dump_json(obj: Any) -> bytes:
+    """The one JSON layout this package writes: 2-space indent, UTF-8, trailing newline."""
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _parse_json(path: Path, data: bytes, *, want_object: bool = True) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TokenizerFolderError(
+            f"{path}: not UTF-8 (byte {err.start})", hint="restore the file from its source", path=path
+        ) from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TokenizerFolderError(
+            f"{path}, line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}",
+            hint="restore the file from its source, or fix it by hand", path=path, line=err.lineno,
+        ) from None
+    if want_object and not isinstance(obj, dict):
+        raise TokenizerFolderError(
+            f"{path}: expected a JSON object at the top level, found {type(obj).__name__}",
+            hint="restore the file from its source",
+        )
+    return obj
+
+
+@dataclass(frozen=True)
+class TokenizerFolder:
+    """What a tokenizer folder holds, parsed. `files` lists every regular file, relative, sorted."""
+
+    path: Path
+    files: tuple[str, ...]
+    tokenizer_json: dict[str, Any] | None
+    tokenizer_config: dict[str, Any]
+    special_tokens_map: dict[str, Any] | None
+    generation_config: dict[str, Any] | None
+    chat_template_file: str | None
+    additional_templates: dict[str, str] = field(default_factory=dict)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        return (self.path / relpath).read_bytes()
+
+    @property
+    def has_slow_vocab(self) -> bool:
+        return any(name in self.files for name in SLOW_VOCAB_FILES)
+
+    def config_templates(self) -> dict[str, str]:
+        """The `chat_template` key of tokenizer_config.json by name: a string is the default, a list of
+        {name, template} entries names each (entries that are not such objects are left out)."""
+        key = self.tokenizer_config.get("chat_template")
+        if isinstance(key, str):
+            return {"default": key}
+        if isinstance(key, list):
+            return {str(e["name"]): str(e.get("template")) for e in key if isinstance(e, dict) and "name" in e}
+        return {}
+
+    def named_template(self, name: str) -> str | None:
+        """A template by name, as transformers loads it: `chat_template.jinja` and `additional_chat_templates/`
+        first, then the config key."""
+        if name == "default" and self.chat_template_file is not None:
+            return self.chat_template_file
+        if name in self.additional_templates:
+            return self.additional_templates[name]
+        return self.config_templates().get(name)
+
+
+def _link_roots(root: Path) -> tuple[Path, ...]:
+    """Where a symlink in `root` may point: inside it, or, for a Hub cache snapshot, into its repo's blobs."""
+    resolved = root.resolve()
+    roots = [resolved]
+    if resolved.parent.name == "snapshots":
+        roots.append(resolved.parent.parent / "blobs")
+    return tuple(roots)
+
+
+def _list_files(root: Path) -> tuple[str, ...]:
+    found = []
+    allowed = _link_roots(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not is_staging(d))
+        for name in filenames:
+            full = Path(dirpath, name)
+            if full.is_symlink():
+                target = full.resolve()
+                if not any(target.is_relative_to(r) for r in allowed):
+                    # A link out of the folder would copy (and later upload) a file the user never meant to share.
+                    raise TokenizerFolderError(
+                        f"{full}: a symlink to {target}, outside the folder",
+                        hint="replace the link with the file itself, or remove it",
+                    )
+            if full.is_file():  # follows symlinks: Hub cache snapshots are links to blobs
+                found.append(full.relative_to(root).as_posix())
+    return tuple(sorted(found))
+
+
+def read_folder(path: str | Path) -> TokenizerFolder:
+    """Parse a local tokenizer folder, or raise TokenizerFolderError saying which file is wrong and how."""
+    root = Path(path)
+    if not root.exists():
+        raise TokenizerFolderError(
+            f"{root}: no such folder", hint="pass a tokenizer folder, or a Hub repo id such as org/name"
+        )
+    if not root.is_dir():
+        raise TokenizerFolderError(f"{root}: not a folder", hint="pass the folder that holds tokenizer.json")
+    files = _list_files(root)
+
+    def load(name: str) -> dict[str, Any] | None:
+        return _parse_json(root / name, (root / name).read_bytes()) if name in files else None
+
+    tokenizer_json = load(TOKENIZER_JSON)
+    if tokenizer_json is None and not any(name in files for name in SLOW_VOCAB_FILES):
+        raise TokenizerFolderError(
+            f"{root}: no tokenizer here (no {TOKENIZER_JSON} and no {', '.join(SLOW_VOCAB_FILES)})",
+            hint="point {tokenizer} at the folder that holds the tokenizer files", path=root, parameter="tokenizer",
+        )
+    if tokenizer_json is not None and not isinstance(tokenizer_json.get("model"), dict):
+        raise TokenizerFolderError(
+            f"{root / TOKENIZER_JSON}: key 'model' is missing or not an object",
+            hint="restore the file; it does not look like a tokenizers file",
+        )
+    if tokenizer_json is not None and not isinstance(tokenizer_json.get("added_tokens", []), list):
+        raise TokenizerFolderError(
+            f"{root / TOKENIZER_JSON}: key 'added_tokens' is not a list", hint="restore the file"
+        )
+    if tokenizer_json is not None:
+        Vocabulary(tokenizer_json, str(root / TOKENIZER_JSON))  # duplicate, mismatched or renumbered added tokens
+    additional = {}
+    for rel in files:
+        if rel.startswith(CHAT_TEMPLATE_DIR + "/") and rel.endswith(".jinja"):
+            additional[rel[len(CHAT_TEMPLATE_DIR) + 1 : -len(".jinja")]] = _read_text(root / rel)
+    return TokenizerFolder(
+        path=root,
+        files=files,
+        tokenizer_json=tokenizer_json,
+        tokenizer_config=load(TOKENIZER_CONFIG) or {},
+        special_tokens_map=load(SPECIAL_TOKENS_MAP),
+        generation_config=load(GENERATION_CONFIG),
+        chat_template_file=_read_text(root / CHAT_TEMPLATE_FILE) if CHAT_TEMPLATE_FILE in files else None,
+        additional_templates=additional,
+    )
+
+
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TokenizerFolderError(f"{path}: not UTF-8 (byte {err.start})", hint="save it as UTF-8") from None
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A file of the folder to write: copied from `source` or written from `content`."""
+
+    path: str
+    content: bytes | None = field(default=None, repr=False)
+    source: Path | None = None
+
+    def data(self) -> bytes:
+        if self.content is not None:
+            return self.content
+        assert self.source is not None
+        return self.source.read_bytes()
+
+
+def folder_matches(output: Path, files: Iterable[StagedFile]) -> bool:
+    """True when `output` already holds exactly these files with exactly these bytes."""
+    files = list(files)
+    if not output.is_dir() or set(_list_files(output)) != {f.path for f in files}:
+        return False
+    return all((output / f.path).read_bytes() == f.data() for f in files)
+
+
+def write_folder(
+    output: Path,
+    files: Iterable[StagedFile],
+    *,
+    force: bool,
+    check: Callable[[Path], None] | None = None,
+) -> Path | None:
+    """Write `files` as the folder `output`, atomically. Returns where a replaced output was moved, if any.
+
+    The folder is staged as a hidden sibling, `check(staging)` runs on it, and only then is it renamed into place.
+    """
+    with staged_folder(Path(output), force=force) as staging:
+        for item in files:
+            target = staging.path / item.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if item.content is not None:
+                target.write_bytes(item.content)
+            else:
+                assert item.source is not None
+                shutil.copyfile(item.source, target)
+        if check is not None:
+            check(staging.path)
+    return staging.replaced_to
+
+
+def copy_tree_atomic(source: Path, output: Path, *, force: bool, skip: tuple[str, ...] = ()) -> Path | None:
+    """Copy every file of `source` into a new folder `output`, atomically."""
+    files = [StagedFile(rel, source=source / rel) for rel in _list_files(source) if rel not in skip]
+    return write_folder(output, files, force=force)

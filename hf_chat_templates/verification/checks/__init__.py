@@ -1,0 +1,53 @@
+"""Every check, in the order they run: one ordered tuple of (id, function of the context). Each module holds one
+concern: `tokens` (how a rendering becomes ids), `content` (what a rendering keeps), `training` (the assistant
+mask), `portability` (the clock, other engines, the official renderer), `folder` (the files agree)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..context import RecordContext, VerifyContext
+from ..results import CheckResult
+from . import content, folder, portability, tokens, training
+
+Check = Callable[[VerifyContext], CheckResult]
+RecordCheck = Callable[[RecordContext], "str | None"]
+
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("renders", content.renders),
+    ("control-tokens-atomic", tokens.control_tokens_atomic),
+    ("ids-match-string", tokens.ids_match_string),
+    ("no-double-bos", tokens.no_double_bos),
+    ("decode-roundtrip", tokens.decode_roundtrip),
+    ("nothing-dropped", content.nothing_dropped),
+    ("completion-matches-content", content.completion_matches_content),
+    ("assistant-mask", training.assistant_mask),
+    ("prefix-stable", content.prefix_stable),
+    ("boundary-merge", tokens.boundary_merge),
+    ("stop-token-registered", tokens.stop_token_registered),
+    ("deterministic", portability.deterministic),
+    ("engine-parity", portability.engine_parity),
+    ("reference-parity", portability.reference_parity),
+    ("injection", tokens.injection),
+    ("template-sources-agree", folder.template_sources_agree),
+    ("added-tokens-agree", folder.added_tokens_agree),
+    ("generation-config-consistent", folder.generation_config_consistent),
+)
+CHECK_ORDER = tuple(check_id for check_id, _ in CHECKS)
+
+# The checks that also run on every record of a dataset, under the same ids: each returns the failure's message.
+# `renders` is the rendering itself (a record that does not render is not checked further).
+RECORD_CHECKS: tuple[tuple[str, RecordCheck], ...] = (
+    ("no-double-bos", tokens.no_double_bos_record),
+    ("decode-roundtrip", tokens.decode_roundtrip_record),
+    ("nothing-dropped", content.nothing_dropped_record),
+    ("injection", tokens.injection_record),
+)
+RECORD_CHECK_IDS = ("renders", *(check_id for check_id, _ in RECORD_CHECKS))
+# Reported, never failed: the content is the user's; `sanitize_control_tokens=True` is the fix.
+WARNING_ONLY = frozenset({"injection"})
+
+
+def check_ids() -> tuple[str, ...]:
+    """Every check id, in the order they run."""
+    return CHECK_ORDER

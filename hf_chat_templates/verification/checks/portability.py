@@ -1,0 +1,126 @@
+"""Checks on whether the rendering is the same elsewhere: at another moment (`deterministic`), in another engine
+(`engine-parity`), and in the model's official renderer (`reference-parity`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2.meta
+
+from ...template.engines import render_minijinja
+from ...template.rendering import frozen_clock
+from ...template.syntax import parse_environment
+from ..context import CLOCKS, VerifyContext
+from ..references import REFERENCES, Unsupported, reference_ids
+from ..results import CheckResult, Finding, around, first_difference, verdict
+
+STANDARD_VARIABLES = {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token",
+                      "pad_token", "unk_token", "raise_exception", "strftime_now", "namespace", "dict", "range",
+                      "loop", "none", "true", "false"}
+
+
+def _clock_kwargs(ctx: VerifyContext) -> list[str]:
+    names = [k.name for k in ctx.variant.kwargs] if ctx.variant else []
+    ast = parse_environment().parse(ctx.template)
+    names += sorted(jinja2.meta.find_undeclared_variables(ast) - STANDARD_VARIABLES - set(names))
+    return names
+
+
+def deterministic(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    probes = [p for p in ctx.probes if p.id in ("plain", "tools-declared", "generation-prompt")]
+    for probe in probes:
+        outs = []
+        for clock in CLOCKS:
+            with frozen_clock(clock):
+                outs.append(ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                                add_generation_prompt=probe.add_generation_prompt))
+        if not all(o.ok for o in outs) or outs[0].text == outs[1].text:
+            continue
+        a, b = outs[0].text or "", outs[1].text or ""
+        pos = first_difference(a, b)
+        pin = None
+        for name in _clock_kwargs(ctx):
+            pinned = []
+            for clock in CLOCKS:
+                with frozen_clock(clock):
+                    pinned.append(ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                                      add_generation_prompt=probe.add_generation_prompt,
+                                                      **{name: "26 Jul 2024"}))
+            if all(o.ok for o in pinned) and pinned[0].text == pinned[1].text:
+                pin = name
+                break
+        findings.append(Finding(probe.id, f"probe {probe.id}: the rendering reads the clock (message "
+                                          f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos)} on "
+                                          f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos)} on {CLOCKS[1]:%Y-%m-%d}"
+                                          + (f"; passing {pin}=… pins it" if pin else "; no kwarg pins it"),
+                                {"char_position": pos, "pinned_by": pin}))
+        break
+    hint = ("pass the pinning kwarg in training (e.g. apply_chat_template(..., date_string='26 Jul 2024')), or use "
+            "a variant whose date has a fixed default")
+    return verdict("deterministic", findings, "the rendering does not depend on the clock", hint)
+
+
+def engine_parity(ctx: VerifyContext) -> CheckResult:
+    findings = []
+    variables = ctx.renderer.template_variables()
+    for probe in ctx.probes:
+        if probe.continue_final_message or not ctx.rendered[probe.id].ok:
+            continue
+        with frozen_clock(CLOCKS[0]):
+            reference = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
+                                            add_generation_prompt=probe.add_generation_prompt)
+        other = render_minijinja(ctx.template, probe.message_list(), probe.tool_list(),
+                                 add_generation_prompt=probe.add_generation_prompt,
+                                 variables={**variables, **ctx.kwargs}, clock=CLOCKS[0])
+        if not other.ok:
+            findings.append(Finding(probe.id, f"probe {probe.id}: minijinja cannot render it: {other.error}",
+                                    {"error": other.error}))
+            continue
+        if other.text != reference.text:
+            findings.append(ctx.text_difference(probe, "minijinja renders differently", ("transformers", "minijinja"),
+                                                reference.text or "", other.text or ""))
+    return verdict("engine-parity", findings, "minijinja renders every probe exactly as transformers",
+                   "avoid Python-only methods and filters the other engine lacks (see the message)")
+
+
+def _reference_finding(ctx: VerifyContext, probe: Any, name: str, got: list[int], expected: list[int]) -> Finding:
+    i = first_difference(got, expected)
+    theirs = ctx.tokenizer.decode(expected[i:i + 6])
+    ours = ctx.tokenizer.decode(got[i:i + 6])
+    return Finding(probe.id, f"probe {probe.id}: token {i} differs from {name}: template {ours!r} vs {name} {theirs!r}",
+                   {"token_position": i, "template_ids": got[i:i + 6], "reference_ids": expected[i:i + 6]})
+
+
+def reference_parity(ctx: VerifyContext) -> CheckResult:
+    if ctx.variant is None or ctx.variant.family not in REFERENCES:
+        family = ctx.variant.family if ctx.variant else "this template"
+        return CheckResult("reference-parity", "skip", f"no official renderer for {family}")
+    name = REFERENCES[ctx.variant.family][0]
+    findings, compared, skipped = [], 0, []
+    for probe in ctx.probes:
+        if not ctx.rendered[probe.id].ok:
+            continue
+        try:
+            expected = reference_ids(ctx, probe)
+        except Unsupported as why:
+            skipped.append(f"{probe.id} ({why})")
+            continue
+        if ctx.renderer.encode(ctx.tokenizer.decode(expected)) != expected:
+            # The official renderer tokenizes segments (header, content, each call) separately, and here the
+            # segments tokenize differently from the joined text: no string template can give these ids.
+            skipped.append(f"{probe.id} (the reference tokenizes segments separately here)")
+            continue
+        with frozen_clock(CLOCKS[0]):
+            got = ctx.renderer.token_ids(probe.message_list(), probe.tool_list(),
+                                         add_generation_prompt=probe.add_generation_prompt)
+        compared += 1
+        if got != expected:
+            findings.append(_reference_finding(ctx, probe, name, got, expected))
+    if not compared:
+        return CheckResult("reference-parity", "skip", f"no probe both the template and {name} can express")
+    result = verdict("reference-parity", findings, f"token ids equal {name} on {compared} probes",
+                     f"follow the official format that {name} renders")
+    if skipped:
+        result.detail["not_expressible"] = skipped
+    return result

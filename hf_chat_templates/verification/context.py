@@ -1,0 +1,191 @@
+"""What every check reads: the tokenizer, the template, its tokens, the probes and their renderings, computed once
+and shared (each probe is rendered once, tokenized once, its message boundaries found once)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable
+
+from ..conversations.probes import CAPABILITIES, Probe, build_probes
+from ..families.registry import Variant
+from ..families.tokens import inferred_control_tokens, inferred_stop_tokens
+from ..template.rendering import Rendered, Renderer
+from ..template.spans import TurnSpans, assistant_spans
+from ..tokenizer.folder import TokenizerFolder
+from .results import Finding, around, first_difference, visible
+
+# Two moments far apart: a rendering that differs between them reads the clock.
+CLOCKS = (dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2031, 12, 30, 23, 58, 59))
+_KIND_CAPABILITY = {"part": "content_parts"}
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What a per-record check reads: one dataset record, its rendering, the rendering's ids (encoded once), the
+    decoded text (or the rendering itself where the tokenizer is proven lossless), and the BOS count of
+    `tokenizer(rendering)` with its defaults."""
+
+    record: dict[str, Any]
+    text: str
+    ids: list[int]
+    decoded: str
+    bos_count: int
+    control_tokens: tuple[str, ...]
+
+    def strings(self) -> list[tuple[int, str]]:
+        """(message index, string) for every non-blank content string, text part and tool-call name."""
+        found = []
+        for i, m in enumerate(self.record["messages"]):
+            content = m.get("content")
+            if isinstance(content, str) and content.strip():
+                found.append((i, content.strip()))
+            elif isinstance(content, list):
+                found += [(i, p["text"].strip()) for p in content
+                          if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()]
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", call) if isinstance(call, dict) else {}
+                if isinstance(fn.get("name"), str):
+                    found.append((i, fn["name"]))
+        return found
+
+
+class VerifyContext:
+    """What every check reads: the tokenizer, the template, its tokens, the probes and their renderings."""
+
+    def __init__(self, tokenizer: Any, template: str, *, folder: TokenizerFolder | None = None,
+                 variant: Variant | None = None, kwargs: dict[str, Any] | None = None,
+                 probes: Iterable[Probe] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.template = template
+        self.folder = folder
+        self.variant = variant
+        self.kwargs = dict(kwargs if kwargs is not None else (variant.kwarg_defaults if variant else {}))
+        self.renderer = Renderer(tokenizer, template, self.kwargs)
+        self.probes = tuple(probes if probes is not None else build_probes())
+        self._probe_ids: dict[str, list[int]] = {}
+        self._boundaries: dict[str, list[int] | None] = {}
+
+    # ---- renderings -----------------------------------------------------------------------------------------
+    def render(self, probe: Probe, **override: Any) -> Rendered:
+        flags = {"add_generation_prompt": probe.add_generation_prompt,
+                 "continue_final_message": probe.continue_final_message, **override}
+        return self.renderer.render(probe.message_list(), probe.tool_list(), **flags)
+
+    @cached_property
+    def rendered(self) -> dict[str, Rendered]:
+        return {p.id: self.render(p) for p in self.probes}
+
+    def probe(self, probe_id: str) -> Probe:
+        return next(p for p in self.probes if p.id == probe_id)
+
+    @cached_property
+    def capabilities(self) -> dict[str, str]:
+        """yes / no / error, per capability, from whether its sentinels survive rendering."""
+        found: dict[str, str] = {}
+        for capability in CAPABILITIES:
+            outcomes = []
+            for p in self.probes:
+                sentinels = [s for s in p.sentinels if (s.capability or _KIND_CAPABILITY.get(s.kind)) == capability]
+                if not sentinels:
+                    continue
+                r = self.rendered[p.id]
+                if not r.ok:
+                    outcomes.append(f"error in probe {p.id}: {r.error}")
+                elif any(s.text in (r.text or "") for s in sentinels):
+                    outcomes.append("yes")
+                else:
+                    outcomes.append("no")
+            found[capability] = ("yes" if "yes" in outcomes else next((o for o in outcomes if o != "no"), "no")
+                                 if outcomes else "untested")
+        return found
+
+    def applicable(self, probe: Probe) -> bool:
+        return all(self.capabilities.get(c) == "yes" for c in probe.requires)
+
+    # ---- tokens ---------------------------------------------------------------------------------------------
+    @cached_property
+    def added_tokens(self) -> dict[str, Any]:
+        return {t.content: t for t in self.tokenizer.added_tokens_decoder.values()}
+
+    @cached_property
+    def control_tokens(self) -> tuple[str, ...]:
+        """Declared by the family, plus every control-token-shaped string or registered added token the template
+        writes in its literals or in its renderings of the probes."""
+        texts = [r.text for r in self.rendered.values() if r.ok and r.text]
+        return inferred_control_tokens(self.renderer, texts, self.probes,
+                                       self.variant.control_tokens if self.variant else ())
+
+    @cached_property
+    def stop_tokens(self) -> tuple[str, ...]:
+        """Declared by the family; otherwise the first control token after the answer in the plain probe."""
+        if self.variant:
+            return self.variant.stop_tokens
+        return inferred_stop_tokens(self.renderer, self.control_tokens)
+
+    def token_id(self, token: str) -> int | None:
+        ids = self.tokenizer.encode(token, add_special_tokens=False)
+        return ids[0] if len(ids) == 1 else None
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        return [visible(p) for p in self.tokenizer.convert_ids_to_tokens(ids)]
+
+    # ---- positions ------------------------------------------------------------------------------------------
+    def message_boundaries(self, probe: Probe) -> list[int] | None:
+        """Where each message's rendering ends, when renderings of shorter prefixes are string prefixes.
+        Computed once per probe: boundary-merge and every finding's message index read it."""
+        if probe.id not in self._boundaries:
+            self._boundaries[probe.id] = self._message_boundaries(probe)
+        return self._boundaries[probe.id]
+
+    def _message_boundaries(self, probe: Probe) -> list[int] | None:
+        full = self.rendered[probe.id]
+        if not full.ok or probe.continue_final_message:
+            return None
+        ends = []
+        messages = probe.message_list()
+        for k in range(1, len(messages) + 1):
+            partial = self.renderer.render(messages[:k], probe.tool_list())
+            if not partial.ok or not (full.text or "").startswith(partial.text or ""):
+                return None
+            ends.append(len(partial.text or ""))
+        return ends
+
+    def probe_token_ids(self, probe: Probe) -> list[int]:
+        """`apply_chat_template(tokenize=True)` on the probe, with its flags (computed once per probe)."""
+        if probe.id not in self._probe_ids:
+            self._probe_ids[probe.id] = self.renderer.token_ids(
+                probe.message_list(), probe.tool_list(), add_generation_prompt=probe.add_generation_prompt,
+                continue_final_message=probe.continue_final_message)
+        return list(self._probe_ids[probe.id])
+
+    def text_difference(self, probe: Probe, what: str, labels: tuple[str, str], a: str, b: str) -> Finding:
+        """A finding for two texts that should be equal: first differing char, its message, both sides."""
+        pos = first_difference(a, b)
+        message = self.message_at(probe, pos)
+        return Finding(probe.id, f"probe {probe.id}: {what} at char {pos} (message {message}): {labels[0]} "
+                                 f"{around(a, pos)} vs {labels[1]} {around(b, pos)}",
+                       {"char_position": pos, "message_index": message})
+
+    def message_at(self, probe: Probe, pos: int) -> int | None:
+        bounds = self.message_boundaries(probe)
+        if bounds is None:
+            return None
+        for index, end in enumerate(bounds):
+            if pos < end:
+                return index
+        return len(bounds) - 1
+
+    # ---- assistant spans ------------------------------------------------------------------------------------
+    def spans(self, probe: Probe) -> TurnSpans:
+        """The render-difference spans of a probe's assistant turns (raises what the template raises)."""
+
+        def render(messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+            r = self.renderer.render(messages, probe.tool_list(), add_generation_prompt=add_generation_prompt)
+            if not r.ok:
+                raise ValueError(r.error)
+            return r.text or ""
+
+        return assistant_spans(render, probe.message_list(), self.stop_tokens, self.control_tokens,
+                               add_generation_prompt=probe.add_generation_prompt, full=self.rendered[probe.id].text)

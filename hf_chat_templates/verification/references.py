@@ -1,0 +1,200 @@
+"""Official renderers as references: openai-harmony for gpt-oss, llama-models for Llama 3.2.
+
+`reference-parity` renders each probe both ways and compares token ids. A probe the official renderer cannot
+express is skipped, not failed. Both renderers are driven from OpenAI/transformers-format messages:
+
+- Harmony: system/developer as `SystemContent` (date from the frozen clock, reasoning effort from the kwargs) and
+  `DeveloperContent` (instructions, function tools); assistant reasoning on the analysis channel, tool calls on
+  commentary to `functions.NAME` with `<|constrain|>json`, answers on final; tool results from `functions.NAME`.
+  Conversations that end with an assistant turn use `render_conversation_for_training`, prompts
+  `render_conversation_for_completion`.
+- Llama 3.2: `ChatFormat.encode_dialog_prompt` with `ToolPromptFormat.python_list`; with tools and no system
+  message, the zero-shot system prompt documented in llama-models' `llama3_2/text_prompt_format.md`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+from .. import _compat
+from ..errors import missing_dependency
+from ..tokenizer.base import o200k_tiktoken_file
+from .context import CLOCKS
+
+if TYPE_CHECKING:
+    from ..conversations.probes import Probe
+    from .context import VerifyContext
+
+# llama-models' llama3_2/text_prompt_format.md, "Zero shot function calling".
+LLAMA32_TOOL_SYSTEM_PROMPT = (
+    "You are an expert in composing functions. You are given a question and a set of possible functions.\n"
+    "Based on the question, you will need to make one or more function/tool calls to achieve the purpose.\n"
+    "If none of the function can be used, point it out. If the given question lacks the parameters required by "
+    "the function,\nalso point it out. You should only return the function call in tools call sections.\n\n"
+    "If you decide to invoke any of the function(s), you MUST put it in the format of [func_name1(params_name1="
+    "params_value1, params_name2=params_value2...), func_name2(params)]\nYou SHOULD NOT include any other text in "
+    "the response.\n\nHere is a list of functions in JSON format that you can invoke.\n\n{functions}"
+)
+
+
+class Unsupported(Exception):
+    """The official renderer cannot express this probe."""
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise Unsupported(f"content of type {type(content).__name__}")
+
+
+def _arguments(fn: dict[str, Any]) -> str:
+    args = fn.get("arguments", {})
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+# ---- Harmony ---------------------------------------------------------------------------------------------------
+
+
+def harmony_encoding() -> Any:
+    try:
+        import openai_harmony  # noqa: F401
+    except ImportError:
+        raise missing_dependency("openai-harmony", "reference", "reference-parity for gpt-oss") from None
+    from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+
+    os.environ.setdefault("TIKTOKEN_ENCODINGS_BASE", str(o200k_tiktoken_file().parent))
+    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+def harmony_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[int]:
+    from openai_harmony import (Author, Conversation, DeveloperContent, Message, ReasoningEffort, Role,
+                                SystemContent, ToolDescription)
+
+    if probe.continue_final_message:
+        raise Unsupported("harmony has no prefill of a final message")
+    effort = {"low": ReasoningEffort.LOW, "medium": ReasoningEffort.MEDIUM, "high": ReasoningEffort.HIGH}[
+        kwargs.get("reasoning_effort", "medium")]
+    system = SystemContent.new().with_reasoning_effort(effort)
+    if kwargs.get("current_date"):
+        system = system.with_conversation_start_date(kwargs["current_date"])
+    if kwargs.get("model_identity"):
+        system = system.with_model_identity(kwargs["model_identity"])
+    messages = list(probe.messages)
+    out = [Message.from_role_and_content(Role.SYSTEM, system)]
+    instructions = None
+    if messages and messages[0]["role"] in ("system", "developer"):
+        instructions = _text(messages[0].get("content"))
+        messages = messages[1:]
+    if instructions or probe.tools:
+        developer = DeveloperContent.new()
+        if instructions:
+            developer = developer.with_instructions(instructions)
+        if probe.tools:
+            developer = developer.with_function_tools([
+                ToolDescription.new(t["function"]["name"], t["function"].get("description", ""),
+                                    parameters=t["function"].get("parameters")) for t in probe.tools])
+        out.append(Message.from_role_and_content(Role.DEVELOPER, developer))
+    called: list[str] = []
+    for m in messages:
+        role = m["role"]
+        if role == "user":
+            out.append(Message.from_role_and_content(Role.USER, _text(m.get("content"))))
+        elif role == "assistant":
+            reasoning = m.get("reasoning_content") or m.get("thinking")
+            if reasoning:
+                out.append(Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis"))
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", call)
+                called.append(fn["name"])
+                out.append(Message.from_role_and_content(Role.ASSISTANT, _arguments(fn)).with_channel("commentary")
+                           .with_recipient(f"functions.{fn['name']}").with_content_type("<|constrain|>json"))
+            if _text(m.get("content")) or not m.get("tool_calls"):
+                out.append(Message.from_role_and_content(Role.ASSISTANT, _text(m.get("content")))
+                           .with_channel("final"))
+        elif role == "tool":
+            name = m.get("name") or (called.pop(0) if called else None)
+            if name is None:
+                raise Unsupported("a tool result with no tool call before it")
+            out.append(Message.from_author_and_content(Author.new(Role.TOOL, f"functions.{name}"),
+                                                       _text(m.get("content"))).with_channel("commentary")
+                       .with_recipient("assistant"))
+        else:
+            raise Unsupported(f"role {role!r}")
+    encoding = harmony_encoding()
+    convo = Conversation.from_messages(out)
+    if probe.ends_with_assistant:
+        return list(encoding.render_conversation_for_training(convo))
+    if probe.add_generation_prompt:
+        return list(encoding.render_conversation_for_completion(convo, Role.ASSISTANT))
+    return list(encoding.render_conversation(convo))
+
+
+# ---- Llama 3.2 -------------------------------------------------------------------------------------------------
+
+
+def _llama_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    fn = tool["function"]
+    params = dict(fn.get("parameters") or {})
+    return {"name": fn["name"], "description": fn.get("description", ""),
+            "parameters": {"type": "dict", "required": params.get("required", []),
+                           "properties": params.get("properties", {})}}
+
+
+def llama32_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[int]:
+    try:
+        from llama_models.datatypes import RawMessage, RawTextItem, StopReason, ToolCall, ToolPromptFormat
+        from llama_models.llama3.chat_format import ChatFormat
+        from llama_models.llama3.tokenizer import Tokenizer
+    except ImportError:
+        raise missing_dependency("llama-models", "reference", "reference-parity for Llama 3.2") from None
+    if probe.continue_final_message:
+        raise Unsupported("llama-models has no prefill of a final message")
+    messages = list(probe.messages)
+    raw = []
+    if probe.tools:
+        if messages and messages[0]["role"] == "system":
+            raise Unsupported("a system message together with tools")
+        functions = json.dumps([_llama_tool(t) for t in probe.tools], indent=4)
+        raw.append(RawMessage(role="system", content=LLAMA32_TOOL_SYSTEM_PROMPT.format(functions=functions)))
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if isinstance(content, list):
+            content = [RawTextItem(text=p["text"]) for p in content]
+        elif content is None:
+            content = ""
+        calls = []
+        for j, call in enumerate(m.get("tool_calls") or []):
+            fn = call.get("function", call)
+            args = fn["arguments"] if isinstance(fn["arguments"], dict) else json.loads(fn["arguments"])
+            calls.append(ToolCall(call_id=call.get("id", f"call_{j}"), tool_name=fn["name"], arguments=args))
+        stop = StopReason.end_of_turn if m["role"] == "assistant" else None
+        raw.append(RawMessage(role=m["role"], content=content, tool_calls=calls, stop_reason=stop))
+    chat = ChatFormat(Tokenizer.get_instance())
+    ids = list(chat.encode_dialog_prompt(raw, ToolPromptFormat.python_list).tokens)
+    if not probe.add_generation_prompt:
+        header = _compat.llama_header_ids(chat, "assistant")
+        ids = ids[: len(ids) - len(header)]
+    return ids
+
+
+REFERENCES: dict[str, tuple[str, Callable[..., list[int]]]] = {
+    "gpt-oss": ("openai-harmony", harmony_ids),
+    "llama3.2-pythonic": ("llama-models", llama32_ids),
+}
+
+
+def reference_ids(ctx: "VerifyContext", probe: "Probe") -> list[int]:
+    """The official renderer's ids for `probe` (raises Unsupported), with the frozen clock's date."""
+    assert ctx.variant is not None and ctx.variant.family in REFERENCES
+    renderer = REFERENCES[ctx.variant.family][1]
+    date = CLOCKS[0].strftime("%Y-%m-%d" if ctx.variant.family == "gpt-oss" else "%d %b %Y")
+    kwargs = dict(ctx.kwargs)
+    if "strftime_now" in ctx.template and "current_date" not in kwargs:
+        kwargs["current_date"] = date  # the template writes the (frozen) clock's date; so does the reference
+    return renderer(probe, date=date, kwargs=kwargs)

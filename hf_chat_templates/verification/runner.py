@@ -1,0 +1,139 @@
+"""`verify`: run the named checks on a tokenizer and template, and shape the report.
+
+>>> report = verify("path/to/tokenizer", family="llama3.2-pythonic")   # doctest: +SKIP
+>>> report.ok, report.summary                                          # doctest: +SKIP
+
+The checks live in `checks/`; the context they share in `context`; this module loads that context from a source,
+runs the checks in order, and turns a check that crashes into a failing result, never a hidden one.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..conversations.probes import Probe
+from ..errors import UsageError
+from ..families.registry import Family, Variant, list_families
+from ..families.source import choose_template
+from ..installation.apply import install
+from ..template.rendering import named_template
+from ..tokenizer.base import base_tokenizer
+from ..tokenizer.folder import read_folder
+from .checks import CHECKS, check_ids
+from .context import VerifyContext
+from .results import CheckResult, VerificationReport
+
+__all__ = ["check_ids", "load_context", "run_checks", "verify", "verify_all", "verify_all_with_contexts",
+           "verify_with_context"]
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for dist in ("hf-chat-templates", "transformers", "tokenizers", "jinja2", "minijinja"):
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[dist] = "missing"
+    return found
+
+
+def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[CheckResult, ...]:
+    checks = dict(CHECKS)
+    wanted = list(only) if only else list(checks)
+    unknown = [c for c in wanted if c not in checks]
+    if unknown:
+        raise UsageError(f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(checks)}",
+                         hint="hf-chat-templates verify --help", parameter="only")
+    results = []
+    for check_id in wanted:
+        try:
+            results.append(checks[check_id](ctx))
+        except Exception as err:  # a check that crashes is reported as failing, never hidden
+            results.append(CheckResult(check_id, "fail", f"the check itself raised {type(err).__name__}: {err}",
+                                       hint="report this with the tokenizer and template"))
+    return tuple(results)
+
+
+def verify(
+    source: str | Path,
+    *,
+    family: str | None = None,
+    variant: str | None = None,
+    template: str | Path | None = None,
+    only: Iterable[str] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+) -> VerificationReport:
+    """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file."""
+    return verify_with_context(source, family=family, variant=variant, template=template, only=only, kwargs=kwargs,
+                               revision=revision, token=token)[0]
+
+
+def verify_with_context(source: str | Path, *, only: Iterable[str] | None = None, **options: Any
+                        ) -> tuple[VerificationReport, VerifyContext]:
+    """`verify`, and the context its checks read (the token view draws failures from it). `options` are
+    `load_context`'s: family, variant, template, kwargs, revision, token."""
+    ctx, fam, var, path = load_context(source, **options)
+    results = run_checks(ctx, only)
+    return VerificationReport(
+        source=str(source),
+        family=fam.name if fam else None,
+        variant=var.name if var else None,
+        tokenizer=str(path),
+        versions=_versions(),
+        capabilities=ctx.capabilities,
+        checks=results,
+    ), ctx
+
+
+def load_context(
+    source: str | Path,
+    *,
+    family: str | None = None,
+    variant: str | None = None,
+    template: str | Path | None = None,
+    kwargs: dict[str, Any] | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    probes: Iterable[Probe] | None = None,
+) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
+    """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file."""
+    from transformers import AutoTokenizer
+
+    choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs,
+                             revision=revision, token=token)
+    folder = read_folder(choice.path)
+    tokenizer = AutoTokenizer.from_pretrained(str(choice.path))
+    text = choice.template if choice.template is not None else named_template(tokenizer)
+    if text is None:
+        raise UsageError(f"{choice.path}: the tokenizer has no chat template",
+                         hint="pass {family} NAME or {template} FILE, or install one first", path=choice.path)
+    choice = choice.identified(text)
+    ctx = VerifyContext(tokenizer, text, folder=folder, variant=choice.variant, kwargs=choice.kwargs, probes=probes)
+    return ctx, choice.family, choice.variant, choice.path
+
+
+def verify_all(*, only: Iterable[str] | None = None, workdir: Path | None = None) -> list[VerificationReport]:
+    """Every bundled family and variant, installed on its default real base tokenizer, then verified."""
+    return [report for report, _ in verify_all_with_contexts(only=only, workdir=workdir)]
+
+
+def verify_all_with_contexts(*, only: Iterable[str] | None = None, workdir: Path | None = None
+                             ) -> list[tuple[VerificationReport, VerifyContext]]:
+    results = []
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for fam in list_families():
+            base = base_tokenizer(fam.base_tokenizer)
+            for var in fam.variants.values():
+                out = Path(tmp) / f"{fam.name}-{var.name}"
+                install(fam, base, out, variant=var.name)
+                report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only)
+                results.append((VerificationReport(
+                    source=f"{fam.name}/{var.name} on {fam.base_tokenizer}", family=report.family,
+                    variant=report.variant, tokenizer=fam.base_tokenizer, versions=report.versions,
+                    capabilities=report.capabilities, checks=report.checks), ctx))
+    return results
