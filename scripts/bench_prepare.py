@@ -43,7 +43,7 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int) -> tuple[flo
     """(seconds, peak RSS in MiB) of a child process that prepares `count` conversations."""
     data = workdir / "memory.jsonl"
     write_jsonl(data, count, seed + 1)
-    code = ("import resource, sys, time; from hf_chat_templates.prepare import prepare; t = time.perf_counter(); "
+    code = ("import resource, sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
             f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}); "
             "print(time.perf_counter() - t, r.written)")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -62,7 +62,7 @@ def main() -> None:
     from transformers.utils.chat_template_utils import render_jinja_template
 
     from hf_chat_templates import base_tokenizer, get_family, install
-    from hf_chat_templates.prepare import prepare
+    from hf_chat_templates import prepare
 
     family = get_family(args.family)
     with tempfile.TemporaryDirectory() as tmp_name:

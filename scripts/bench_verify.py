@@ -67,7 +67,7 @@ def main() -> None:
     from transformers.utils.chat_template_utils import render_jinja_template
 
     from hf_chat_templates import base_tokenizer, get_family, install
-    from hf_chat_templates.dataset import verify_conversations
+    from hf_chat_templates.verification.dataset import verify_conversations
 
     family = get_family(args.family)
     rng = random.Random(args.seed)

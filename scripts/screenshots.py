@@ -40,8 +40,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from hf_chat_templates import base_tokenizer, get_family, install
-    from hf_chat_templates.verify import verify_with_context
-    from hf_chat_templates.view import verification_html
+    from hf_chat_templates.verification.runner import verify_with_context
+    from hf_chat_templates.view.report import verification_html
 
     family = get_family(args.family)
     DOCS.mkdir(exist_ok=True)

@@ -26,7 +26,7 @@ def dump(data: dict) -> str:
 
 def main() -> None:
     from hf_chat_templates import base_tokenizer, install, list_families
-    from hf_chat_templates.golden import golden_path, golden_renderings
+    from hf_chat_templates.verification.golden import golden_path, golden_renderings
 
     ROOT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
