@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 # ---- transformers: how apply_chat_template prepares and renders ------------------------------------------------
 
@@ -26,14 +27,14 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages as apply_chat_template hands them to a template: None values dropped, objects made plain."""
     from transformers.utils.chat_template_utils import _normalize_chat_messages
 
-    return _normalize_chat_messages(messages)  # type: ignore[no-any-return]
+    return list(_normalize_chat_messages(messages))
 
 
 def alias_reasoning_fields(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """transformers' aliasing of `reasoning_content` / `thinking` / `reasoning` on assistant messages."""
     from transformers.utils.chat_template_utils import _alias_reasoning_fields
 
-    return _alias_reasoning_fields(messages)  # type: ignore[no-any-return]
+    return list(_alias_reasoning_fields(messages))
 
 
 def plain_template_data(value: Any) -> Any:
@@ -43,22 +44,24 @@ def plain_template_data(value: Any) -> Any:
     return _plain_template_data(value)
 
 
-def render_conversations(template: str, conversations: list[list[dict[str, Any]]], tools: Any,
-                         **kwargs: Any) -> list[str]:
+def render_conversations(
+    template: str, conversations: list[list[dict[str, Any]]], tools: Any, **kwargs: Any
+) -> list[str]:
     """transformers' own batch rendering (`render_jinja_template`), text only."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered, _ = render_jinja_template(conversations=conversations, tools=tools, chat_template=template, **kwargs)
-    return list(rendered)
+    result: Any = render_jinja_template(conversations=conversations, tools=tools, chat_template=template, **kwargs)
+    return list(result[0])  # (rendered texts, generation indices)
 
 
-def render_with_assistant_indices(compiled: Any, messages: list[dict[str, Any]], tools: Any,
-                                  **kwargs: Any) -> tuple[str, list[tuple[int, int]]]:
+def render_with_assistant_indices(
+    compiled: Any, messages: list[dict[str, Any]], tools: Any, **kwargs: Any
+) -> tuple[str, list[tuple[int, int]]]:
     """Render a compiled template that has `{% generation %}` markers: the text and the marked character spans."""
     from transformers.utils.chat_template_utils import _render_with_assistant_indices
 
     text, indices = _render_with_assistant_indices(compiled, messages, tools, None, False, **kwargs)
-    return text, [(int(a), int(b)) for a, b in indices]
+    return str(text), [(int(a), int(b)) for a, b in indices]
 
 
 @contextlib.contextmanager
@@ -92,7 +95,7 @@ def fast_renderer(compiled: Any, variables: dict[str, Any]) -> Callable[[dict[st
 
     def render(extra: dict[str, Any]) -> str:
         context = new_context(environment, name, blocks, {**variables, **extra}, True, None, None)
-        return str(environment.concat(root(context)))  # type: ignore[attr-defined]
+        return str(environment.concat(root(context)))
 
     return render
 

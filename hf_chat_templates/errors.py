@@ -12,8 +12,9 @@
     └── InstallCheckError(RuntimeError)       the written folder failed its reload check
 
 Errors carry data: `path` (the file or folder), `key` (a key in it), `line`, and `parameter` (the argument of the
-library function that is wrong). A message or hint names arguments as `{name}` placeholders: `str(err)` writes the
+library function that is wrong). A message or hint names an argument with `option(name)`: `str(err)` writes the
 Python parameter name (`max_length`), and the CLI writes its option (`--max-length`) through `err.render(flag)`.
+The mark `option` leaves cannot come from a user's text, so a path or value that spells `{force}` stays as it is.
 The CLI maps every one of them to exit code 2 and prints the message and hint without a traceback (set
 HF_CHAT_TEMPLATES_DEBUG=1 to see one). The builtin mix-ins keep `except ValueError` / `except OSError` working for
 callers that do not know this package.
@@ -22,17 +23,53 @@ callers that do not know this package.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-# The arguments a message may name as `{name}`; other braces (JSON, `{% tags %}`, a path) are left as they are.
-PARAMETERS = frozenset({
-    "output", "force", "tokenizer", "template", "family", "variant", "max_length", "kwargs", "format", "revision",
-    "token", "messages", "conversations", "repo_id", "to_main", "skip_verify", "reuse_reserved", "diff_with",
-    "only", "workers", "training", "private", "dry_run", "source", "max_skipped",
-})
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+# The arguments a message may name with `option(name)`.
+PARAMETERS = frozenset(
+    {
+        "output",
+        "force",
+        "tokenizer",
+        "template",
+        "family",
+        "variant",
+        "max_length",
+        "kwargs",
+        "format",
+        "revision",
+        "token",
+        "messages",
+        "conversations",
+        "repo_id",
+        "to_main",
+        "skip_verify",
+        "reuse_reserved",
+        "diff_with",
+        "only",
+        "workers",
+        "training",
+        "private",
+        "dry_run",
+        "source",
+        "max_skipped",
+    }
+)
+# An argument's name between two unit separators: a control character no path, JSON value or template holds in a
+# message by accident (user text is never trusted to mark one: see `render`).
+_MARK = "\x1f"
+_PLACEHOLDER = re.compile(_MARK + r"([a-z][a-z0-9_]*)" + _MARK)
+
+
+def option(name: str) -> str:
+    """How a message names the argument `name`: as `name` from Python, as `--name` on the command line."""
+    if name not in PARAMETERS:
+        raise ValueError(f"{name!r} is not a parameter errors may name; add it to errors.PARAMETERS")
+    return f"{_MARK}{name}{_MARK}"
 
 
 def _as_is(name: str) -> str:
@@ -47,7 +84,7 @@ class HfChatTemplatesError(Exception):
         message: str,
         *,
         hint: str | None = None,
-        path: str | Path | None = None,
+        path: str | os.PathLike[str] | None = None,
         key: str | None = None,
         line: int | None = None,
         parameter: str | None = None,
@@ -62,8 +99,9 @@ class HfChatTemplatesError(Exception):
 
     @staticmethod
     def render(text: str, flag: Callable[[str], str] = _as_is) -> str:
-        """`text` with each `{name}` placeholder written by `flag(name)`."""
-        return _PLACEHOLDER.sub(lambda m: flag(m.group(1)) if m.group(1) in PARAMETERS else m.group(0), text)
+        """`text` with each argument named by `option(name)` written as `flag(name)`; any other mark removed."""
+        text = _PLACEHOLDER.sub(lambda m: flag(m.group(1)) if m.group(1) in PARAMETERS else m.group(1), text)
+        return text.replace(_MARK, "")
 
     @property
     def message(self) -> str:
@@ -101,7 +139,7 @@ class OutputExistsError(HfChatTemplatesError, FileExistsError):
     """The output folder exists and is not empty."""
 
 
-class MissingDependencyError(HfChatTemplatesError, ImportError):
+class MissingDependencyError(HfChatTemplatesError, ImportError):  # type: ignore[misc]  # both define `path`
     """An optional dependency is not installed; the hint names the extra."""
 
 

@@ -17,11 +17,11 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from .errors import HfChatTemplatesError, OutputExistsError, TokenizerFolderError
+from .errors import HfChatTemplatesError, OutputExistsError, TokenizerFolderError, option
 
 STAGING_MARK = ".hfct-staging-"
 
@@ -29,13 +29,19 @@ STAGING_MARK = ".hfct-staging-"
 def check_output(output: Path, *, force: bool, parameter: str = "output") -> None:
     """Refuse an existing non-empty output folder unless `force`; refuse a file in its place always."""
     if output.exists() and not output.is_dir():
-        raise OutputExistsError(f"{output}: exists and is not a folder", hint="choose another {output}",
-                                path=output, parameter=parameter)
+        raise OutputExistsError(
+            f"{output}: exists and is not a folder",
+            hint=f"choose another {option('output')}",
+            path=output,
+            parameter=parameter,
+        )
     if output.is_dir() and any(output.iterdir()) and not force:
         raise OutputExistsError(
             f"{output}: exists and is not empty",
-            hint="choose another {output}, or pass {force} to replace it (the old folder is kept beside it)",
-            path=output, parameter=parameter,
+            hint=f"choose another {option('output')}, or pass {option('force')} to replace it "
+            "(the old folder is kept beside it)",
+            path=output,
+            parameter=parameter,
         )
 
 
@@ -86,7 +92,9 @@ def _new_staging(output: Path) -> Path:
     except OSError as err:
         raise TokenizerFolderError(
             f"{parent}: cannot write the output folder here ({err.strerror or err})",
-            hint="choose an {output} in a writable location", path=parent, parameter="output",
+            hint=f"choose an {option('output')} in a writable location",
+            path=parent,
+            parameter="output",
         ) from None
     return staging
 
@@ -118,7 +126,8 @@ def staged_folder(output: Path, *, force: bool) -> Iterator[Staging]:
     except OSError as err:
         raise TokenizerFolderError(
             f"{output}: writing failed ({err.strerror or err}); nothing was published",
-            hint="check free space and permissions of the output location", path=output,
+            hint="check free space and permissions of the output location",
+            path=output,
         ) from None
     finally:
         shutil.rmtree(staging.path, ignore_errors=True)
@@ -142,5 +151,6 @@ def write_file(path: Path, data: bytes | str) -> None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as err:
-        raise TokenizerFolderError(f"{path}: cannot write ({err.strerror or err})", hint="choose a writable path",
-                                   path=path) from None
+        raise TokenizerFolderError(
+            f"{path}: cannot write ({err.strerror or err})", hint="choose a writable path", path=path
+        ) from None

@@ -34,7 +34,7 @@ def test_wheel_ships_every_family(tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "import hf_chat_templates as h, hf_chat_templates.registry as r;"
+        "import hf_chat_templates as h, hf_chat_templates.families.registry as r;"
         "print(r.default_config_root()); print(len(h.list_families()))"
     )
     result = subprocess.run(

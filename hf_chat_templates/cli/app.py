@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -30,8 +31,9 @@ def json_option(func: F) -> F:
 
 
 def force_option(func: F) -> F:
-    return click.option("--force", is_flag=True,
-                        help="Replace a non-empty --output (the old one is kept beside it).")(func)
+    return click.option("--force", is_flag=True, help="Replace a non-empty --output (the old one is kept beside it).")(
+        func
+    )
 
 
 def hub_options(what: str) -> Callable[[F], F]:
@@ -48,10 +50,12 @@ def template_options(family_help: str, template_help: str) -> Callable[[F], F]:
     """--family, --variant and --template: which template the command uses instead of the folder's own."""
 
     def decorate(func: F) -> F:
-        func = click.option("--template", "template_file", type=click.Path(path_type=Path), default=None,
-                            help=template_help)(func)
-        func = click.option("--variant", default=None,
-                            help="The family's variant (default: its default variant).")(func)
+        func = click.option(
+            "--template", "template_file", type=click.Path(path_type=Path), default=None, help=template_help
+        )(func)
+        func = click.option("--variant", default=None, help="The family's variant (default: its default variant).")(
+            func
+        )
         return click.option("--family", default=None, help=family_help)(func)
 
     return decorate

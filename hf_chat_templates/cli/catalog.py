@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .app import cli, emit_json, force_option, hub_options, json_option, template_options, warn
+from .app import cli, emit_json, json_option
 
 
 @cli.command("list")
@@ -46,7 +45,9 @@ def _family_dict(fam: Any) -> dict[str, Any]:
                 "description": v.description,
                 "control_tokens": list(v.control_tokens),
                 "stop_tokens": list(v.stop_tokens),
-                "kwargs": {k.name: ({"default": k.default} if k.has_default else {}) | {"doc": k.doc} for k in v.kwargs},
+                "kwargs": {
+                    k.name: ({"default": k.default} if k.has_default else {}) | {"doc": k.doc} for k in v.kwargs
+                },
                 "provenance": v.provenance,
             }
             for v in fam.variants.values()
@@ -89,10 +90,17 @@ def show_command(family: str, variant: str | None, show_template: bool, as_json:
 
 @cli.command("base-tokenizer")
 @click.argument("name")
-@click.option("--output", type=click.Path(path_type=Path), default=None,
-              help="Copy the tokenizer folder here (default: print the cached folder's path).")
-@click.option("--add-bos/--no-add-bos", default=None,
-              help="Whether tokenizer(text) prepends BOS (default: as the model's Hub tokenizer does).")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Copy the tokenizer folder here (default: print the cached folder's path).",
+)
+@click.option(
+    "--add-bos/--no-add-bos",
+    default=None,
+    help="Whether tokenizer(text) prepends BOS (default: as the model's Hub tokenizer does).",
+)
 @click.option("--force", is_flag=True, help="Replace a non-empty --output.")
 def base_tokenizer_command(name: str, output: Path | None, add_bos: bool | None, force: bool) -> None:
     """Build a real tokenizer offline from installed packages: llama3, o200k-harmony, mistral-v3-sp.

@@ -9,26 +9,50 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, force_option, hub_options, json_option, template_options, warn
+from .app import cli, emit_json, hub_options, json_option, template_options
 
 
 @cli.command("verify")
 @click.argument("source", required=False)
 @template_options("Verify this bundled family's template on SOURCE.", "Verify this template file on SOURCE.")
-@click.option("--conversations", type=click.Path(path_type=Path), default=None,
-              help="Also check every record of a JSONL file of {\"messages\": [...], \"tools\": [...]}.")
+@click.option(
+    "--conversations",
+    type=click.Path(path_type=Path),
+    default=None,
+    help='Also check every record of a JSONL file of {"messages": [...], "tools": [...]}.',
+)
 @click.option("--only", default=None, help="Comma-separated check ids to run.")
 @click.option("--workers", type=int, default=None, help="Worker processes for --conversations.")
-@click.option("--all", "all_families", is_flag=True,
-              help="Every bundled family and variant on its default real base tokenizer; exit 1 when a "
-                   "family's default variant fails.")
+@click.option(
+    "--all",
+    "all_families",
+    is_flag=True,
+    help="Every bundled family and variant on its default real base tokenizer; exit 1 when a "
+    "family's default variant fails.",
+)
 @hub_options("SOURCE")
-@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
-              help="Also write a self-contained HTML report: the matrix, and the tokens around every failure.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write a self-contained HTML report: the matrix, and the tokens around every failure.",
+)
 @json_option
-def verify_command(source: str | None, family: str | None, variant: str | None, template_file: Path | None,
-                   conversations: Path | None, only: str | None, workers: int | None, all_families: bool,
-                   revision: str | None, token: str | None, html_out: Path | None, as_json: bool) -> None:
+def verify_command(
+    source: str | None,
+    family: str | None,
+    variant: str | None,
+    template_file: Path | None,
+    conversations: Path | None,
+    only: str | None,
+    workers: int | None,
+    all_families: bool,
+    revision: str | None,
+    token: str | None,
+    html_out: Path | None,
+    as_json: bool,
+) -> None:
     """Run the named checks on a tokenizer and template. Exit 1 when a check fails."""
     from .. import list_families
     from ..errors import UsageError
@@ -38,8 +62,10 @@ def verify_command(source: str | None, family: str | None, variant: str | None, 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
     if all_families:
         if source or family or template_file:
-            raise UsageError("--all verifies every bundled family; drop SOURCE, --family and --template",
-                             hint="hf-chat-templates verify --all")
+            raise UsageError(
+                "--all verifies every bundled family; drop SOURCE, --family and --template",
+                hint="hf-chat-templates verify --all",
+            )
         results = verify_all_with_contexts(only=checks)
         reports = [r for r, _ in results]
         if html_out is not None:
@@ -53,23 +79,35 @@ def verify_command(source: str | None, family: str | None, variant: str | None, 
         defaults = {f.name: f.default_variant for f in list_families()}
         failing = [r for r in reports if not r.ok and defaults.get(r.family or "") == r.variant]
         if not as_json:
-            click.echo("default variants: " + ("all pass" if not failing else
-                       "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing)))
+            click.echo(
+                "default variants: "
+                + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing))
+            )
         sys.exit(1 if failing else 0)
     if not source:
-        raise UsageError("missing SOURCE (a tokenizer folder or Hub repo id), or --all",
-                         hint="hf-chat-templates verify --all")
-    report, ctx = verify_with_context(source, family=family, variant=variant, template=template_file, only=checks,
-                                      revision=revision, token=token)
+        raise UsageError(
+            "missing SOURCE (a tokenizer folder or Hub repo id), or --all", hint="hf-chat-templates verify --all"
+        )
+    report, ctx = verify_with_context(
+        source, family=family, variant=variant, template=template_file, only=checks, revision=revision, token=token
+    )
     if html_out is not None:
         _write_html(html_out, [(report, ctx)])
     dataset = None
     if conversations is not None:
         from ..verification.dataset import verify_conversations
 
-        dataset = verify_conversations(source, conversations, family=family, variant=variant,
-                                       template=template_file, workers=workers, revision=revision, token=token,
-                                       progress=not as_json)
+        dataset = verify_conversations(
+            source,
+            conversations,
+            family=family,
+            variant=variant,
+            template=template_file,
+            workers=workers,
+            revision=revision,
+            token=token,
+            progress=not as_json,
+        )
     if as_json:
         doc = report.to_dict()
         if dataset is not None:

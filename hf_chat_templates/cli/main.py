@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
     except (Exception, KeyboardInterrupt) as err:
         debuggable = isinstance(err, HfChatTemplatesError) or not isinstance(
-            err, (click.exceptions.Abort, click.ClickException, KeyboardInterrupt))
+            err, (click.exceptions.Abort, click.ClickException, KeyboardInterrupt)
+        )
         if debuggable and os.environ.get(DEBUG_ENV):
             raise
         _report(err)

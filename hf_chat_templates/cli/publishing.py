@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from .app import cli, emit_json, force_option, hub_options, json_option, template_options, warn
+from .app import cli, emit_json, json_option
 
 
 @cli.command("push")
@@ -22,15 +21,34 @@ from .app import cli, emit_json, force_option, hub_options, json_option, templat
 @click.option("--skip-verify", is_flag=True, help="Push even if verify fails.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (added/changed/unchanged files); upload nothing.")
 @json_option
-def push_command(folder: Path, repo_id: str, revision: str | None, to_main: bool, commit_message: str | None,
-                 token: str | None, private: bool, skip_verify: bool, dry_run: bool, as_json: bool) -> None:
+def push_command(
+    folder: Path,
+    repo_id: str,
+    revision: str | None,
+    to_main: bool,
+    commit_message: str | None,
+    token: str | None,
+    private: bool,
+    skip_verify: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     """Verify FOLDER, then publish its tokenizer files to the Hub as a pull request."""
     from .. import push
     from ..publish.hub import VerificationFailed
 
     try:
-        result = push(folder, repo_id, revision=revision, to_main=to_main, commit_message=commit_message,
-                      token=token, private=private, skip_verify=skip_verify, dry_run=dry_run)
+        result = push(
+            folder,
+            repo_id,
+            revision=revision,
+            to_main=to_main,
+            commit_message=commit_message,
+            token=token,
+            private=private,
+            skip_verify=skip_verify,
+            dry_run=dry_run,
+        )
     except VerificationFailed as err:
         if as_json:
             emit_json({"pushed": False, "verification": err.report.to_dict()})
@@ -51,5 +69,6 @@ def push_command(folder: Path, repo_id: str, revision: str | None, to_main: bool
     elif not result.plan.uploads:
         click.echo("nothing to push: the remote already has these files")
     else:
-        click.echo(f"pull request: {result.pull_request_url}" if result.pull_request_url
-                   else f"commit: {result.commit_url}")
+        click.echo(
+            f"pull request: {result.pull_request_url}" if result.pull_request_url else f"commit: {result.commit_url}"
+        )

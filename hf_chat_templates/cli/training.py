@@ -4,37 +4,70 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from .app import cli, emit_json, force_option, hub_options, json_option, template_options, warn
+from .app import cli, emit_json, force_option, json_option, template_options
 
 
 @cli.command("prepare")
 @click.argument("source")
-@click.option("--conversations", type=click.Path(path_type=Path), required=True,
-              help="JSONL file of {\"messages\": [...], \"tools\": [...]}, one conversation per line.")
-@click.option("--output", type=click.Path(path_type=Path), required=True,
-              help="Folder to write the dataset to (datasets.load_from_disk reads it).")
+@click.option(
+    "--conversations",
+    type=click.Path(path_type=Path),
+    required=True,
+    help='JSONL file of {"messages": [...], "tools": [...]}, one conversation per line.',
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Folder to write the dataset to (datasets.load_from_disk reads it).",
+)
 @click.option("--max-length", type=int, default=None, help="Truncate each conversation to N tokens.")
 @click.option("--workers", type=int, default=None, help="Worker processes.")
-@template_options("Use this bundled family's template instead of the folder's.",
-                  "Use this template file instead of the folder's.")
-@click.option("--kwarg", "kwarg_pairs", multiple=True, metavar="NAME=VALUE",
-              help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).")
+@template_options(
+    "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
+)
+@click.option(
+    "--kwarg",
+    "kwarg_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).",
+)
 @force_option
 @json_option
-def prepare_command(source: str, conversations: Path, output: Path, max_length: int | None, workers: int | None,
-                    family: str | None, variant: str | None, template_file: Path | None, kwarg_pairs: tuple[str, ...],
-                    force: bool, as_json: bool) -> None:
+def prepare_command(
+    source: str,
+    conversations: Path,
+    output: Path,
+    max_length: int | None,
+    workers: int | None,
+    family: str | None,
+    variant: str | None,
+    template_file: Path | None,
+    kwarg_pairs: tuple[str, ...],
+    force: bool,
+    as_json: bool,
+) -> None:
     """Tokenize a JSONL dataset into input_ids, attention_mask and labels (-100 outside assistant turns)."""
     from .. import prepare
     from ..conversations.records import parse_kwargs
 
-    report = prepare(source, conversations, output, family=family, variant=variant, template=template_file,
-                     kwargs=parse_kwargs(kwarg_pairs), max_length=max_length, workers=workers, force=force,
-                     progress=not as_json)
+    report = prepare(
+        source,
+        conversations,
+        output,
+        family=family,
+        variant=variant,
+        template=template_file,
+        kwargs=parse_kwargs(kwarg_pairs),
+        max_length=max_length,
+        workers=workers,
+        force=force,
+        progress=not as_json,
+    )
     if as_json:
         emit_json(report.to_dict())
     else:

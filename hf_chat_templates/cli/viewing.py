@@ -2,37 +2,65 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from .app import cli, emit_json, force_option, hub_options, json_option, template_options, warn
+from .app import cli, template_options
 
 
 @cli.command("view")
 @click.argument("source")
-@click.option("--messages", "messages_file", type=click.Path(path_type=Path), required=True,
-              help="JSON file: a list of messages, or {\"messages\": [...], \"tools\": [...]}.")
-@template_options("Render with this bundled family's template instead of the folder's.",
-                  "Render with this template file instead of the folder's.")
+@click.option(
+    "--messages",
+    "messages_file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help='JSON file: a list of messages, or {"messages": [...], "tools": [...]}.',
+)
+@template_options(
+    "Render with this bundled family's template instead of the folder's.",
+    "Render with this template file instead of the folder's.",
+)
 @click.option("--add-generation-prompt", is_flag=True, help="Render as a prompt, ending with the generation prompt.")
-@click.option("--diff-with", "diff_with", default=None, metavar="VARIANT|reference",
-              help="Align with another variant of the family, or with the official renderer.")
+@click.option(
+    "--diff-with",
+    "diff_with",
+    default=None,
+    metavar="VARIANT|reference",
+    help="Align with another variant of the family, or with the official renderer.",
+)
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Write an HTML page.")
 @click.option("--ids", is_flag=True, help="Show each token's id in the terminal.")
 @click.option("--width", type=int, default=None, help="Terminal width (default: the terminal's).")
-def view_command(source: str, messages_file: Path, family: str | None, variant: str | None,
-                 template_file: Path | None, add_generation_prompt: bool, diff_with: str | None,
-                 html_out: Path | None, ids: bool, width: int | None) -> None:
+def view_command(
+    source: str,
+    messages_file: Path,
+    family: str | None,
+    variant: str | None,
+    template_file: Path | None,
+    add_generation_prompt: bool,
+    diff_with: str | None,
+    html_out: Path | None,
+    ids: bool,
+    width: int | None,
+) -> None:
     """Show a conversation as the model sees it: tokens, control tokens, whitespace and the assistant mask."""
     from ..outputs import write_file
     from ..view.conversation import view_conversation
 
-    text, page = view_conversation(source, messages_file, family=family, variant=variant, template=template_file,
-                                   add_generation_prompt=add_generation_prompt, diff_with=diff_with, ids=ids,
-                                   width=width, html=html_out is not None)
+    text, page = view_conversation(
+        source,
+        messages_file,
+        family=family,
+        variant=variant,
+        template=template_file,
+        add_generation_prompt=add_generation_prompt,
+        diff_with=diff_with,
+        ids=ids,
+        width=width,
+        html=html_out is not None,
+    )
     if html_out is not None and page is not None:
         write_file(html_out, page)
         click.echo(f"written: {html_out}", err=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import multiprocessing
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from ..template.limits import RenderLimitExceeded, RenderLimits, check_output, limited
 from ..template.rendering import describe_exception
@@ -24,8 +25,13 @@ def _whole_text(value: Any) -> str:
     return value if isinstance(value, str) else value[0]
 
 
-def render_batch(items: Sequence[T], render_one: Callable[[T], R], *, limits: RenderLimits | None = None,
-                 text_of: Callable[[R], str] = _whole_text) -> list[tuple[int, R | None, str | None]]:
+def render_batch(
+    items: Sequence[T],
+    render_one: Callable[[T], R],
+    *,
+    limits: RenderLimits | None = None,
+    text_of: Callable[[R], str] = _whole_text,
+) -> list[tuple[int, R | None, str | None]]:
     """(index, rendering, None) or (index, None, why) for each item. `text_of(rendering)` is the text whose size
     the limits bound (default: the rendering itself, or its first element)."""
     limits = limits or RenderLimits.from_env()
@@ -76,8 +82,9 @@ def _call(job: tuple[Callable[[Any, Any], Any], Any]) -> Any:
     return work(_STATE, batch)
 
 
-def map_batches(factory: Callable[[], S], work: Callable[[S, T], R], batches: Iterable[T], *,
-                workers: int | None = None) -> Iterator[R]:
+def map_batches(
+    factory: Callable[[], S], work: Callable[[S, T], R], batches: Iterable[T], *, workers: int | None = None
+) -> Iterator[R]:
     """`work(state, batch)` for each batch, in order. With `workers` > 1 each spawned worker builds its state once
     with `factory()` (a picklable callable: only it crosses the process boundary, never a loaded tokenizer)."""
     if workers and workers > 1:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -126,18 +127,22 @@ def default_config_root() -> Path:
     )
 
 
-def _check_keys(table: dict[str, Any], allowed: dict[str, type], where: str, file: Path) -> None:
+def _check_keys(table: dict[str, Any], allowed: Mapping[str, type], where: str, file: Path) -> None:
     for key, value in table.items():
         if key not in allowed:
             raise ConfigError(
                 f"{file}: unknown key '{where}{key}'" + closest_hint(key, allowed),
-                hint=f"allowed keys here: {', '.join(sorted(allowed))}", path=file, key=where + key,
+                hint=f"allowed keys here: {', '.join(sorted(allowed))}",
+                path=file,
+                key=where + key,
             )
         expected = allowed[key]
         if expected is not object and not isinstance(value, expected):
             raise ConfigError(
                 f"{file}: key '{where}{key}' must be a {expected.__name__}, got {type(value).__name__}",
-                hint="fix the value in the TOML file", path=file, key=where + key,
+                hint="fix the value in the TOML file",
+                path=file,
+                key=where + key,
             )
 
 
@@ -145,7 +150,9 @@ def _token_list(value: Any, key: str, file: Path) -> tuple[str, ...]:
     if not all(isinstance(t, str) and t and not any(c.isspace() for c in t) for t in value):
         raise ConfigError(
             f"{file}: key {key!r} must be a list of non-empty token strings without whitespace",
-            hint="list each control token exactly as the template writes it", path=file, key=key,
+            hint="list each control token exactly as the template writes it",
+            path=file,
+            key=key,
         )
     if len(set(value)) != len(value):
         raise ConfigError(f"{file}: key {key!r} lists a token twice", hint="remove the duplicate", path=file, key=key)
@@ -165,51 +172,89 @@ def _load_kwargs(table: Any, where: str, file: Path) -> tuple[TemplateKwarg, ...
     kwargs = []
     for kname, kraw in table.items():
         if not isinstance(kraw, dict):
-            raise ConfigError(f"{file}: key '{where}kwargs.{kname}' must be a table", hint="give doc/default",
-                              path=file, key=f"{where}kwargs.{kname}")
+            raise ConfigError(
+                f"{file}: key '{where}kwargs.{kname}' must be a table",
+                hint="give doc/default",
+                path=file,
+                key=f"{where}kwargs.{kname}",
+            )
         _check_keys(kraw, _KWARG_KEYS, f"{where}kwargs.{kname}.", file)
         default = kraw.get("default", _NO_DEFAULT)
-        kwargs.append(TemplateKwarg(name=kname, doc=kraw.get("doc", ""),
-                                    default=None if default is _NO_DEFAULT else default,
-                                    has_default=default is not _NO_DEFAULT))
+        kwargs.append(
+            TemplateKwarg(
+                name=kname,
+                doc=kraw.get("doc", ""),
+                default=None if default is _NO_DEFAULT else default,
+                has_default=default is not _NO_DEFAULT,
+            )
+        )
     return tuple(kwargs)
 
 
-def _load_variant(directory: Path, file: Path, family: str, vname: str, vraw: Any,
-                  family_controls: tuple[str, ...], family_stops: tuple[str, ...]) -> Variant:
+def _load_variant(
+    directory: Path,
+    file: Path,
+    family: str,
+    vname: str,
+    vraw: Any,
+    family_controls: tuple[str, ...],
+    family_stops: tuple[str, ...],
+) -> Variant:
     where = f"variants.{vname}."
     if not isinstance(vraw, dict):
-        raise ConfigError(f"{file}: key 'variants.{vname}' must be a table", hint="use [variants.NAME]",
-                          path=file, key=f"variants.{vname}")
+        raise ConfigError(
+            f"{file}: key 'variants.{vname}' must be a table",
+            hint="use [variants.NAME]",
+            path=file,
+            key=f"variants.{vname}",
+        )
     _check_keys(vraw, _VARIANT_KEYS, where, file)
     if "template" not in vraw:
-        raise ConfigError(f"{file}: missing key '{where}template'", hint="name the variant's .jinja file",
-                          path=file, key=where + "template")
+        raise ConfigError(
+            f"{file}: missing key '{where}template'",
+            hint="name the variant's .jinja file",
+            path=file,
+            key=where + "template",
+        )
     template_path = directory / vraw["template"]
     if not template_path.is_file():
         raise ConfigError(
             f"{file}: key '{where}template' names {vraw['template']!r}, which does not exist in {directory}",
-            hint="add the template file or fix the name", path=file, key=where + "template",
+            hint="add the template file or fix the name",
+            path=file,
+            key=where + "template",
         )
     controls = _token_list(vraw.get("control_tokens", family_controls), where + "control_tokens", file)
     stops = _token_list(vraw.get("stop_tokens", family_stops), where + "stop_tokens", file)
     if not stops:
-        raise ConfigError(f"{file}: key '{where}stop_tokens' is empty", hint="name the token that ends a turn",
-                          path=file, key=where + "stop_tokens")
+        raise ConfigError(
+            f"{file}: key '{where}stop_tokens' is empty",
+            hint="name the token that ends a turn",
+            path=file,
+            key=where + "stop_tokens",
+        )
     for stop in stops:
         if stop not in controls:
             raise ConfigError(
                 f"{file}: key '{where}stop_tokens' lists {stop!r}, which is not in its control_tokens",
                 hint="a stop token must be one of the control tokens the template emits",
-                path=file, key=where + "stop_tokens",
+                path=file,
+                key=where + "stop_tokens",
             )
     provenance = vraw.get("provenance", {})
     _check_keys(provenance, _PROVENANCE_KEYS, where + "provenance.", file)
     source = read_template_file(template_path)
     check_template_syntax(source, template_path)
-    return Variant(family=family, name=vname, template_path=template_path, description=vraw.get("description", ""),
-                   control_tokens=controls, stop_tokens=stops,
-                   kwargs=_load_kwargs(vraw.get("kwargs", {}), where, file), provenance=dict(provenance))
+    return Variant(
+        family=family,
+        name=vname,
+        template_path=template_path,
+        description=vraw.get("description", ""),
+        control_tokens=controls,
+        stop_tokens=stops,
+        kwargs=_load_kwargs(vraw.get("kwargs", {}), where, file),
+        provenance=dict(provenance),
+    )
 
 
 def load_family(directory: Path) -> Family:
@@ -219,21 +264,28 @@ def load_family(directory: Path) -> Family:
     _check_keys(raw, _FAMILY_KEYS, "", file)
     for key in ("name", "default_variant", "base_tokenizer", "variants"):
         if key not in raw:
-            raise ConfigError(f"{file}: missing key {key!r}", hint="see model_configs/README.md for the schema",
-                              path=file, key=key)
+            raise ConfigError(
+                f"{file}: missing key {key!r}", hint="see model_configs/README.md for the schema", path=file, key=key
+            )
     if raw["name"] != directory.name:
         raise ConfigError(
             f"{file}: key 'name' is {raw['name']!r} but the folder is {directory.name!r}",
-            hint="name the folder after the family", path=file, key="name",
+            hint="name the folder after the family",
+            path=file,
+            key="name",
         )
     family_controls = _token_list(raw.get("control_tokens", []), "control_tokens", file)
     family_stops = _token_list(raw.get("stop_tokens", []), "stop_tokens", file)
-    variants = {vname: _load_variant(directory, file, raw["name"], vname, vraw, family_controls, family_stops)
-                for vname, vraw in raw["variants"].items()}
+    variants = {
+        vname: _load_variant(directory, file, raw["name"], vname, vraw, family_controls, family_stops)
+        for vname, vraw in raw["variants"].items()
+    }
     if raw["default_variant"] not in variants:
         raise ConfigError(
             f"{file}: key 'default_variant' names {raw['default_variant']!r}, which is not a variant",
-            hint=f"variants: {', '.join(sorted(variants))}", path=file, key="default_variant",
+            hint=f"variants: {', '.join(sorted(variants))}",
+            path=file,
+            key="default_variant",
         )
     return Family(
         name=raw["name"],

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..template.syntax import check_template_syntax, read_template_file
 from ..tokenizer.hub import resolve_source
 from .registry import Family, Variant, get_family, identify
@@ -52,8 +52,11 @@ def choose_template(
     """Resolve `source` (a folder or Hub repo id) and the template: `family` (and `variant`), or the file
     `template`, or neither for the folder's own."""
     if family and template:
-        raise UsageError("give {family} or {template}, not both", hint="choose one template source",
-                         parameter="template")
+        raise UsageError(
+            f"give {option('family')} or {option('template')}, not both",
+            hint="choose one template source",
+            parameter="template",
+        )
     path = resolve_source(source, revision=revision, token=token)
     given = dict(kwargs or {})
     if family:

@@ -3,8 +3,9 @@ family whose template it is, or what the template emits on the probe conversatio
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..conversations.probes import Probe, build_probes
 from ..template.analysis import control_tokens_in, stop_token_after
@@ -20,8 +21,9 @@ class TemplateTokens:
     origin: str = ""
 
 
-def inferred_control_tokens(renderer: Renderer, renderings: Iterable[str], probes: Iterable[Probe],
-                            declared: Iterable[str] = ()) -> tuple[str, ...]:
+def inferred_control_tokens(
+    renderer: Renderer, renderings: Iterable[str], probes: Iterable[Probe], declared: Iterable[str] = ()
+) -> tuple[str, ...]:
     """`declared`, plus what the template writes in its literals and renderings (never what only message content
     spells), plus the registered special tokens in its literals."""
     added = {t.content: t for t in renderer.tokenizer.added_tokens_decoder.values()}
@@ -36,21 +38,32 @@ def inferred_stop_tokens(renderer: Renderer, control_tokens: Iterable[str]) -> t
     return stop_token_after(rendered.text or "", probe.messages[-1]["content"], control_tokens)
 
 
-def template_tokens(tokenizer: Any, template: str, *, kwargs: dict[str, Any] | None = None,
-                    variant: Variant | None = None, stop_tokens: Iterable[str] | None = None,
-                    control_tokens: Iterable[str] | None = None) -> TemplateTokens:
+def template_tokens(
+    tokenizer: Any,
+    template: str,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    variant: Variant | None = None,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
+) -> TemplateTokens:
     """Declared tokens first; then the variant's (given, or identified by the template's sha256); then inferred."""
     found = variant or (identified[1] if (identified := identify(template)) else None)
     if found is not None:
-        tokens = TemplateTokens(found.control_tokens, found.stop_tokens, dict(found.kwarg_defaults),
-                                f"the bundled family {found.family}/{found.name}")
+        tokens = TemplateTokens(
+            found.control_tokens,
+            found.stop_tokens,
+            dict(found.kwarg_defaults),
+            f"the bundled family {found.family}/{found.name}",
+        )
     else:
         renderer = Renderer(tokenizer, template, kwargs)
         probes = build_probes()
         texts = [r.text for p in probes if (r := renderer.render(p.message_list(), p.tool_list())).ok and r.text]
         controls = inferred_control_tokens(renderer, texts, probes)
-        tokens = TemplateTokens(controls, inferred_stop_tokens(renderer, controls), {},
-                                "inferred from the template's renderings")
+        tokens = TemplateTokens(
+            controls, inferred_stop_tokens(renderer, controls), {}, "inferred from the template's renderings"
+        )
     return TemplateTokens(
         tuple(control_tokens) if control_tokens is not None else tokens.control_tokens,
         tuple(stop_tokens) if stop_tokens is not None else tokens.stop_tokens,

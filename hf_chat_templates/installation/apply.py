@@ -60,7 +60,9 @@ def apply_install(plan: InstallPlan, *, force: bool | None = None) -> InstallRes
     if folder_matches(plan.output, plan.staged):
         return InstallResult(plan, plan.output, None, already_installed=True)
     replaced = write_folder(
-        plan.output, plan.staged, force=plan.force if force is None else force,
+        plan.output,
+        plan.staged,
+        force=plan.force if force is None else force,
         check=lambda staging: self_check(staging, plan),
     )
     return InstallResult(plan, plan.output, replaced, already_installed=False)

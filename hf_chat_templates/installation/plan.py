@@ -113,17 +113,20 @@ class InstallPlan:
         else:
             lines.append(f"  vocabulary size unchanged ({self.vocab_size_after})")
         if self.bos_dropped_from_post_processor:
-            lines.append(f"  post-processor: no longer adds {self.bos_dropped_from_post_processor} (the template "
-                         "writes it; tokenizer(rendered) and apply_chat_template then give one BOS)")
+            lines.append(
+                f"  post-processor: no longer adds {self.bos_dropped_from_post_processor} (the template "
+                "writes it; tokenizer(rendered) and apply_chat_template then give one BOS)"
+            )
         if self.training_template is not None:
-            lines.append(f"  training template '{TRAINING_TEMPLATE_NAME}': the same text with {{% generation %}} "
-                         "around each assistant turn (apply_chat_template(..., chat_template='training', "
-                         "return_assistant_tokens_mask=True))")
+            lines.append(
+                f"  training template '{TRAINING_TEMPLATE_NAME}': the same text with {{% generation %}} "
+                "around each assistant turn (apply_chat_template(..., chat_template='training', "
+                "return_assistant_tokens_mask=True))"
+            )
         lines.append(f"  eos_token: {self.eos_token[0]} -> {self.eos_token[1]}")
         lines.append(f"  pad_token: {self.pad_token[0]} -> {self.pad_token[1]}")
         lines.append(
-            f"  generation_config eos_token_id: {list(self.generation_eos_before)} -> "
-            f"{list(self.generation_eos_after)}"
+            f"  generation_config eos_token_id: {list(self.generation_eos_before)} -> {list(self.generation_eos_after)}"
         )
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)

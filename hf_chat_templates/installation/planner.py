@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import TokenizerFolderError, UsageError
+from ..errors import TokenizerFolderError, UsageError, option
 from ..families.registry import Family, Variant, get_family
 from ..outputs import check_output
 from ..template.syntax import check_template_syntax
@@ -61,7 +61,8 @@ def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
         raise TokenizerFolderError(
             f"{folder.path}: has no {TOKENIZER_JSON}, and transformers could not build one "
             f"({type(err).__name__}: {err})",
-            hint="install sentencepiece and protobuf, or provide tokenizer.json", path=folder.path,
+            hint="install sentencepiece and protobuf, or provide tokenizer.json",
+            path=folder.path,
         ) from None
 
 
@@ -108,8 +109,15 @@ class _Tokens:
     warnings: list[str]
 
 
-def _plan_tokens(fam: Family, var: Variant, folder: TokenizerFolder, config: dict[str, Any], *,
-                 reuse_reserved: bool, keep_tokenizer_bos: bool) -> _Tokens:
+def _plan_tokens(
+    fam: Family,
+    var: Variant,
+    folder: TokenizerFolder,
+    config: dict[str, Any],
+    *,
+    reuse_reserved: bool,
+    keep_tokenizer_bos: bool,
+) -> _Tokens:
     """Register the control tokens; drop a post-processor BOS the template writes itself (edits `config`)."""
     origin = str(folder.path / TOKENIZER_JSON)
     tokenizer_json = folder.tokenizer_json if folder.tokenizer_json is not None else _convert_slow(folder)
@@ -131,8 +139,15 @@ def _plan_tokens(fam: Family, var: Variant, folder: TokenizerFolder, config: dic
     return _Tokens(new_tj, changes, before, Vocabulary(new_tj, origin), bos_dropped, list(warnings))
 
 
-def _plan_config(config: dict[str, Any], tokens: _Tokens, eos: str, pad: str | None, template: str,
-                 training_text: str | None, format: str) -> dict[str, Any]:
+def _plan_config(
+    config: dict[str, Any],
+    tokens: _Tokens,
+    eos: str,
+    pad: str | None,
+    template: str,
+    training_text: str | None,
+    format: str,
+) -> dict[str, Any]:
     """tokenizer_config.json: tokens kept in step, eos and pad set, the template written as `format` asks."""
     config = sync_config_tokens(config, tokens.tokenizer_json, tokens.changes)
     config["eos_token"] = with_content(config.get("eos_token"), eos)
@@ -146,16 +161,20 @@ def _plan_config(config: dict[str, Any], tokens: _Tokens, eos: str, pad: str | N
     if training_text is not None:
         named[TRAINING_TEMPLATE_NAME] = training_text
     if isinstance(existing, list) or len(named) > 1:  # named templates: ours replaced, the others kept
-        others = [t for t in (existing if isinstance(existing, list) else []) if isinstance(t, dict)
-                  and t.get("name") not in named]
+        others = [
+            t
+            for t in (existing if isinstance(existing, list) else [])
+            if isinstance(t, dict) and t.get("name") not in named
+        ]
         config["chat_template"] = [{"name": k, "template": v} for k, v in named.items()] + others
     else:
         config["chat_template"] = template
     return config
 
 
-def _plan_special_tokens_map(folder: TokenizerFolder, tokens: _Tokens, eos: str, pad: str | None
-                             ) -> dict[str, Any] | None:
+def _plan_special_tokens_map(
+    folder: TokenizerFolder, tokens: _Tokens, eos: str, pad: str | None
+) -> dict[str, Any] | None:
     """special_tokens_map.json (legacy, but still read): kept saying the same as the config."""
     if folder.special_tokens_map is None:
         return None
@@ -166,8 +185,14 @@ def _plan_special_tokens_map(folder: TokenizerFolder, tokens: _Tokens, eos: str,
     return stm
 
 
-def _plan_generation_config(folder: TokenizerFolder, vocab: Vocabulary, config: dict[str, Any], old_eos: str | None,
-                            stop_ids: tuple[int, ...], pad: str | None) -> tuple[dict[str, Any], tuple[int, ...]]:
+def _plan_generation_config(
+    folder: TokenizerFolder,
+    vocab: Vocabulary,
+    config: dict[str, Any],
+    old_eos: str | None,
+    stop_ids: tuple[int, ...],
+    pad: str | None,
+) -> tuple[dict[str, Any], tuple[int, ...]]:
     """generation_config.json with the stop ids merged into eos_token_id (created when missing)."""
     gen = copy.deepcopy(folder.generation_config) if folder.generation_config is not None else None
     if gen is None:
@@ -193,8 +218,10 @@ def _training_template(folder: TokenizerFolder, var: Variant, wanted: bool, warn
     if wanted or (existing is not None and is_training_template(existing)):
         return derive_training_template(var.template, var.stop_tokens, var.control_tokens)
     if existing is not None:
-        warnings.append(f"the source's own '{TRAINING_TEMPLATE_NAME}' template is kept as it is: it may not match "
-                        "the new default; pass --training to replace it with one derived from the new template")
+        warnings.append(
+            f"the source's own '{TRAINING_TEMPLATE_NAME}' template is kept as it is: it may not match "
+            "the new default; pass --training to replace it with one derived from the new template"
+        )
     return None
 
 
@@ -260,8 +287,14 @@ class _Files:
                 self.keep(rel)
 
 
-def _plan_files(folder: TokenizerFolder, jsons: dict[str, tuple[Any, Any, str]], template: str,
-                training_text: str | None, format: str, name: str) -> _Files:
+def _plan_files(
+    folder: TokenizerFolder,
+    jsons: dict[str, tuple[Any, Any, str]],
+    template: str,
+    training_text: str | None,
+    format: str,
+    name: str,
+) -> _Files:
     files = _Files(folder)
     for rel, (before, after, summary) in jsons.items():
         files.write_json(rel, before, after, summary)
@@ -281,22 +314,28 @@ def _plan_files(folder: TokenizerFolder, jsons: dict[str, tuple[Any, Any, str]],
 
 def _resolve(family: str | Family, variant: str | None, format: str) -> tuple[Family, Variant]:
     if format not in FORMATS:
-        raise UsageError(f"unknown {{format}} {format!r}; choose one of {', '.join(FORMATS)}", hint="{format} both",
-                         parameter="format")
+        raise UsageError(
+            f"unknown {option('format')} {format!r}; choose one of {', '.join(FORMATS)}",
+            hint=f"{option('format')} both",
+            parameter="format",
+        )
     fam = family if isinstance(family, Family) else get_family(family)
     var = fam.variant(variant)
     check_template_syntax(var.template, var.template_path)
     return fam, var
 
 
-def _source_folder(tokenizer: str | Path, output_path: Path, *, force: bool, revision: str | None,
-                   token: str | None) -> TokenizerFolder:
+def _source_folder(
+    tokenizer: str | Path, output_path: Path, *, force: bool, revision: str | None, token: str | None
+) -> TokenizerFolder:
     source_path = resolve_source(str(tokenizer), revision=revision, token=token)
     if output_path == source_path.absolute() and not force:
         raise UsageError(
-            f"{output_path}: {{output}} is the source folder; the source is never changed in place",
-            hint="choose another {output}, or pass {force} to replace the source (it is kept beside it)",
-            path=output_path, parameter="output",
+            f"{output_path}: {option('output')} is the source folder; the source is never changed in place",
+            hint=f"choose another {option('output')}, or pass {option('force')} to replace the source "
+            "(it is kept beside it)",
+            path=output_path,
+            parameter="output",
         )
     check_output(output_path, force=force)
     return read_folder(source_path)
@@ -321,8 +360,9 @@ def plan_install(
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
     config = copy.deepcopy(folder.tokenizer_config)
-    tokens = _plan_tokens(fam, var, folder, config, reuse_reserved=reuse_reserved,
-                          keep_tokenizer_bos=keep_tokenizer_bos)
+    tokens = _plan_tokens(
+        fam, var, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos
+    )
     warnings, vocab, eos = tokens.warnings, tokens.after, var.stop_tokens[0]
     pad, pad_warnings = _choose_pad(fam, config, vocab, eos, var.stop_tokens)
     warnings += pad_warnings
@@ -335,8 +375,11 @@ def plan_install(
     gen, gen_after = _plan_generation_config(folder, vocab, config, old_eos, stop_ids, pad)
     jsons: dict[str, tuple[Any, Any, str]] = {
         TOKENIZER_JSON: (folder.tokenizer_json, tokens.tokenizer_json, _token_summary(tokens.changes)),
-        TOKENIZER_CONFIG: (folder.tokenizer_config if TOKENIZER_CONFIG in folder.files else None, config,
-                           _config_summary(folder.tokenizer_config, config)),
+        TOKENIZER_CONFIG: (
+            folder.tokenizer_config if TOKENIZER_CONFIG in folder.files else None,
+            config,
+            _config_summary(folder.tokenizer_config, config),
+        ),
         GENERATION_CONFIG: (folder.generation_config, gen, f"eos_token_id {list(gen_before)} -> {list(gen_after)}"),
     }
     if (stm := _plan_special_tokens_map(folder, tokens, eos, pad)) is not None:
@@ -348,11 +391,26 @@ def plan_install(
             f"model.resize_token_embeddings({vocab.size}) before training, or use --reuse-reserved"
         )
     return InstallPlan(
-        family=fam.name, variant=var.name, source=str(tokenizer), source_path=folder.path, output=output_path,
-        format=format, template_sha256=sha256_bytes(var.template.encode("utf-8")), files=tuple(files.changes),
-        tokens=tokens.changes, vocab_size_before=tokens.before.size, vocab_size_after=vocab.size,
-        eos_token=(old_eos, eos), pad_token=(old_pad, pad), stop_token_ids=stop_ids,
-        generation_eos_before=gen_before, generation_eos_after=gen_after, warnings=tuple(warnings),
-        bos_dropped_from_post_processor=tokens.bos_dropped, force=force, staged=tuple(files.staged),
-        expected_template=var.template, training_template=training_text,
+        family=fam.name,
+        variant=var.name,
+        source=str(tokenizer),
+        source_path=folder.path,
+        output=output_path,
+        format=format,
+        template_sha256=sha256_bytes(var.template.encode("utf-8")),
+        files=tuple(files.changes),
+        tokens=tokens.changes,
+        vocab_size_before=tokens.before.size,
+        vocab_size_after=vocab.size,
+        eos_token=(old_eos, eos),
+        pad_token=(old_pad, pad),
+        stop_token_ids=stop_ids,
+        generation_eos_before=gen_before,
+        generation_eos_after=gen_after,
+        warnings=tuple(warnings),
+        bos_dropped_from_post_processor=tokens.bos_dropped,
+        force=force,
+        staged=tuple(files.staged),
+        expected_template=var.template,
+        training_template=training_text,
     )

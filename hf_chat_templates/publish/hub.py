@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HfChatTemplatesError, HubError, UsageError
+from ..errors import HfChatTemplatesError, HubError, UsageError, option
 from ..tokenizer.folder import TOKENIZER_FILE_PATTERNS, read_folder
 from ..verification.results import VerificationReport
 from ..verification.runner import verify
@@ -55,16 +55,24 @@ class PushPlan:
         return tuple(f for f in self.files if f.action != "unchanged")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"folder": str(self.folder), "repo_id": self.repo_id, "revision": self.revision,
-                "parent_commit": self.parent_commit, "create_pr": self.create_pr,
-                "files": [{"path": f.path, "action": f.action, "size": f.size} for f in self.files],
-                "skipped": list(self.skipped), "commit_message": self.commit_message,
-                "commit_description": self.commit_description}
+        return {
+            "folder": str(self.folder),
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "parent_commit": self.parent_commit,
+            "create_pr": self.create_pr,
+            "files": [{"path": f.path, "action": f.action, "size": f.size} for f in self.files],
+            "skipped": list(self.skipped),
+            "commit_message": self.commit_message,
+            "commit_description": self.commit_description,
+        }
 
     def describe(self) -> str:
         target = "a pull request against" if self.create_pr else "a commit on"
-        lines = [f"push {self.folder} to {self.repo_id}: {target} {self.revision} "
-                 f"(parent {self.parent_commit[:12] if self.parent_commit else 'none: new repo'})"]
+        lines = [
+            f"push {self.folder} to {self.repo_id}: {target} {self.revision} "
+            f"(parent {self.parent_commit[:12] if self.parent_commit else 'none: new repo'})"
+        ]
         lines += [f"  {f.action:<9} {f.path} ({f.size:,} bytes)" for f in self.files]
         if self.skipped:
             lines.append(f"  not uploaded (not tokenizer files): {', '.join(self.skipped)}")
@@ -98,32 +106,51 @@ def _api(token: str | None) -> Any:
 
 def hub_error(err: Exception, repo_id: str, revision: str) -> HfChatTemplatesError:
     """One clear error for everything the Hub (or the network) can answer."""
-    from huggingface_hub.errors import (HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     status = getattr(getattr(err, "response", None), "status_code", None)
     if isinstance(err, OfflineModeIsEnabled):
-        return HubError(f"{repo_id}: HF_HUB_OFFLINE is set, so nothing can be pushed",
-                        hint="unset HF_HUB_OFFLINE, or use {dry_run}")
+        return HubError(
+            f"{repo_id}: HF_HUB_OFFLINE is set, so nothing can be pushed",
+            hint=f"unset HF_HUB_OFFLINE, or use {option('dry_run')}",
+        )
     if isinstance(err, RevisionNotFoundError):
-        return HubError(f"{repo_id}: revision {revision!r} does not exist", hint="check {revision}")
+        return HubError(f"{repo_id}: revision {revision!r} does not exist", hint=f"check {option('revision')}")
     if status == 401 or (isinstance(err, RepositoryNotFoundError) and status == 401):
-        return HubError(f"{repo_id}: the Hub refused the token (401 Unauthorized)",
-                        hint="pass a valid {token}, set HF_TOKEN, or run `hf auth login`")
+        return HubError(
+            f"{repo_id}: the Hub refused the token (401 Unauthorized)",
+            hint=f"pass a valid {option('token')}, set HF_TOKEN, or run `hf auth login`",
+        )
     if isinstance(err, RepositoryNotFoundError) or status == 404:
-        return HubError(f"{repo_id}: no such repo, or the token cannot see it (404)",
-                        hint="check {repo_id}; create the repo first, or pass {private} to create it as private")
+        return HubError(
+            f"{repo_id}: no such repo, or the token cannot see it (404)",
+            hint=f"check {option('repo_id')}; create the repo first, or pass {option('private')} to create it "
+            "as private",
+        )
     if status == 412:
-        return HubError(f"{repo_id}: the remote {revision} moved since it was compared; nothing was overwritten",
-                        hint="run push again to compare with the new remote revision")
+        return HubError(
+            f"{repo_id}: the remote {revision} moved since it was compared; nothing was overwritten",
+            hint="run push again to compare with the new remote revision",
+        )
     if status == 403:
-        return HubError(f"{repo_id}: the token may not write here (403)",
-                        hint="use a token with write access, or push as a pull request (the default)")
+        return HubError(
+            f"{repo_id}: the token may not write here (403)",
+            hint="use a token with write access, or push as a pull request (the default)",
+        )
     if isinstance(err, HfHubHTTPError):
-        return HubError(f"{repo_id}: the Hub answered {status}: {str(err).splitlines()[0]}",
-                        hint="retry later, or check the repo on the Hub")
-    return HubError(f"{repo_id}: cannot reach the Hub ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})",
-                    hint="check your network and HF_ENDPOINT")
+        return HubError(
+            f"{repo_id}: the Hub answered {status}: {str(err).splitlines()[0]}",
+            hint="retry later, or check the repo on the Hub",
+        )
+    return HubError(
+        f"{repo_id}: cannot reach the Hub ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})",
+        hint="check your network and HF_ENDPOINT",
+    )
 
 
 def _description(report: VerificationReport | None) -> str:
@@ -156,8 +183,11 @@ def plan_push(
 ) -> PushPlan:
     """Compare the folder's tokenizer files with the remote revision. Reads the Hub; writes nothing."""
     if to_main and revision not in (None, "main"):
-        raise UsageError("{to_main} commits to main; drop {revision} or {to_main}", hint="hf-chat-templates push --help",
-                         parameter="to_main")
+        raise UsageError(
+            f"{option('to_main')} commits to main; drop {option('revision')} or {option('to_main')}",
+            hint="hf-chat-templates push --help",
+            parameter="to_main",
+        )
     revision = revision or "main"
     local = read_folder(folder)
     uploads = [p for p in local.files if is_tokenizer_file(p)]
@@ -175,8 +205,11 @@ def plan_push(
     except Exception as err:
         from huggingface_hub.errors import RepositoryNotFoundError
 
-        if not (private and isinstance(err, RepositoryNotFoundError)
-                and getattr(getattr(err, "response", None), "status_code", None) == 404):
+        if not (
+            private
+            and isinstance(err, RepositoryNotFoundError)
+            and getattr(getattr(err, "response", None), "status_code", None) == 404
+        ):
             raise hub_error(err, repo_id, revision) from None
     files = []
     for path in uploads:
@@ -189,10 +222,14 @@ def plan_push(
         else:
             action = "unchanged" if getattr(entry, "blob_id", None) == git_blob_sha1(data) else "change"
         files.append(PushFile(path, action, len(data)))
-    message = commit_message or (f"Install chat template {report.family}/{report.variant}"
-                                 if report is not None and report.family else "Update tokenizer and chat template")
-    return PushPlan(Path(folder), repo_id, revision, parent, not to_main, tuple(files), skipped, message,
-                    _description(report))
+    message = commit_message or (
+        f"Install chat template {report.family}/{report.variant}"
+        if report is not None and report.family
+        else "Update tokenizer and chat template"
+    )
+    return PushPlan(
+        Path(folder), repo_id, revision, parent, not to_main, tuple(files), skipped, message, _description(report)
+    )
 
 
 def push(
@@ -217,10 +254,22 @@ def push(
         report = verify(folder)
         if not report.ok:
             failed = [c.id for c in report.checks if c.status == "fail"]
-            raise VerificationFailed(f"{folder}: verification failed ({', '.join(failed)}); nothing was pushed",
-                                     report, hint=f"hf-chat-templates verify {folder}; or {{skip_verify}}")
-    plan = plan_push(folder, repo_id, revision=revision, to_main=to_main, commit_message=commit_message,
-                     token=token, private=private, report=report, api=api)
+            raise VerificationFailed(
+                f"{folder}: verification failed ({', '.join(failed)}); nothing was pushed",
+                report,
+                hint=f"hf-chat-templates verify {folder}; or {option('skip_verify')}",
+            )
+    plan = plan_push(
+        folder,
+        repo_id,
+        revision=revision,
+        to_main=to_main,
+        commit_message=commit_message,
+        token=token,
+        private=private,
+        report=report,
+        api=api,
+    )
     if dry_run or not plan.uploads:
         return PushResult(plan, None, None)
     from huggingface_hub import CommitOperationAdd
@@ -230,11 +279,18 @@ def push(
     try:
         if plan.parent_commit is None:
             api.create_repo(repo_id, private=True, exist_ok=True)
-        operations = [CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=local.read_bytes(f.path))
-                      for f in plan.uploads]
-        info = api.create_commit(repo_id, operations, commit_message=plan.commit_message,
-                                 commit_description=plan.commit_description, revision=plan.revision,
-                                 create_pr=plan.create_pr, parent_commit=plan.parent_commit)
+        operations = [
+            CommitOperationAdd(path_in_repo=f.path, path_or_fileobj=local.read_bytes(f.path)) for f in plan.uploads
+        ]
+        info = api.create_commit(
+            repo_id,
+            operations,
+            commit_message=plan.commit_message,
+            commit_description=plan.commit_description,
+            revision=plan.revision,
+            create_pr=plan.create_pr,
+            parent_commit=plan.parent_commit,
+        )
     except Exception as err:
         raise hub_error(err, repo_id, plan.revision) from None
     return PushResult(plan, getattr(info, "commit_url", None), getattr(info, "pr_url", None))

@@ -4,7 +4,8 @@ ends an assistant turn. These are inferences; `families.tokens` says where a com
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .syntax import template_literals
 

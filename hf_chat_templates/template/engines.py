@@ -29,18 +29,32 @@ def render_minijinja(
     def raise_exception(message: str) -> None:
         raise ValueError(message)
 
-    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-               sort_keys: bool = False) -> str:
-        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent,
-                          separators=tuple(separators) if separators else None, sort_keys=sort_keys)
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: Any = None,
+        sort_keys: bool = False,
+    ) -> str:
+        return json.dumps(
+            value,
+            ensure_ascii=ensure_ascii,
+            indent=indent,
+            separators=tuple(separators) if separators else None,
+            sort_keys=sort_keys,
+        )
 
     # fuel bounds the instructions minijinja runs, its own guard against endless loops
     env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, undefined_behavior="lenient", fuel=50_000_000)
     env.add_filter("tojson", tojson)
-    env.add_function("raise_exception", raise_exception)
-    env.add_function("strftime_now", lambda fmt: clock.strftime(fmt))
-    context = {**variables, "messages": normalize_for_template(messages), "tools": tools,
-               "add_generation_prompt": add_generation_prompt}
+    env.add_function("raise_exception", raise_exception)  # type: ignore[attr-defined]
+    env.add_function("strftime_now", lambda fmt: clock.strftime(fmt))  # type: ignore[attr-defined]
+    context = {
+        **variables,
+        "messages": normalize_for_template(messages),
+        "tools": tools,
+        "add_generation_prompt": add_generation_prompt,
+    }
     try:
         with limited() as limits:
             text = env.render_str(template, **context)

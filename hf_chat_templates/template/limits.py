@@ -21,8 +21,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 
 class RenderLimitExceeded(Exception):
@@ -36,7 +37,7 @@ class RenderLimits:
     max_memory_bytes: int = 2 << 30
 
     @classmethod
-    def from_env(cls) -> "RenderLimits":
+    def from_env(cls) -> RenderLimits:
         env = os.environ.get
         return cls(
             seconds=float(env("HF_CHAT_TEMPLATES_RENDER_SECONDS") or cls.seconds),
@@ -70,9 +71,9 @@ def _memory_cap(extra: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _deadline(seconds: float) -> Iterator[None]:
-    message = (f"the render ran past the time limit of {seconds:g} s "
-               "(raise it with HF_CHAT_TEMPLATES_RENDER_SECONDS)")
+    message = f"the render ran past the time limit of {seconds:g} s (raise it with HF_CHAT_TEMPLATES_RENDER_SECONDS)"
     if threading.current_thread() is threading.main_thread():
+
         def on_alarm(signum: int, frame: Any) -> None:
             raise RenderLimitExceeded(message)
 
@@ -112,7 +113,9 @@ def limited(limits: RenderLimits | None = None) -> Iterator[RenderLimits]:
             "(raise it with HF_CHAT_TEMPLATES_RENDER_MAX_MEMORY_MB)"
         ) from None
     except RecursionError:
-        raise RenderLimitExceeded("the render recursed past Python's recursion limit (a macro calling itself?)") from None
+        raise RenderLimitExceeded(
+            "the render recursed past Python's recursion limit (a macro calling itself?)"
+        ) from None
 
 
 def check_output(text: str, limits: RenderLimits) -> str:

@@ -47,8 +47,9 @@ def describe_exception(err: BaseException) -> str:
 class Renderer:
     """Renders conversations with one template on one tokenizer, and encodes the results."""
 
-    def __init__(self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None,
-                 limits: RenderLimits | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None, limits: RenderLimits | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.template = template
         self.kwargs = dict(kwargs or {})
@@ -68,8 +69,9 @@ class Renderer:
     ) -> Rendered:
         key = None
         if cache and not extra:
-            key = json.dumps([messages, tools, add_generation_prompt, continue_final_message], sort_keys=True,
-                             default=str)
+            key = json.dumps(
+                [messages, tools, add_generation_prompt, continue_final_message], sort_keys=True, default=str
+            )
             if key in self._cache:
                 return self._cache[key]
         try:
@@ -100,25 +102,36 @@ class Renderer:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
-    def token_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                  **flags: Any) -> list[int]:
+    def token_ids(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **flags: Any
+    ) -> list[int]:
         with limited(self.limits):
             out = self.tokenizer.apply_chat_template(
-                messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
+                messages,
+                tools=tools,
+                chat_template=self.template,
+                tokenize=True,
+                return_dict=True,
                 **{**self.kwargs, **flags},
             )
         return list(out["input_ids"])
 
-    def assistant_mask(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                       **flags: Any) -> tuple[list[int], list[int]] | None:
+    def assistant_mask(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **flags: Any
+    ) -> tuple[list[int], list[int]] | None:
         """(ids, assistant mask) from `apply_chat_template(return_assistant_tokens_mask=True)`; None when the
         template has no `{% generation %}` markers."""
         if not has_generation_markers(self.template):
             return None
         with limited(self.limits):
             out = self.tokenizer.apply_chat_template(
-                messages, tools=tools, chat_template=self.template, tokenize=True, return_dict=True,
-                return_assistant_tokens_mask=True, **{**self.kwargs, **flags},
+                messages,
+                tools=tools,
+                chat_template=self.template,
+                tokenize=True,
+                return_dict=True,
+                return_assistant_tokens_mask=True,
+                **{**self.kwargs, **flags},
             )
         return list(out["input_ids"]), list(out["assistant_masks"])
 

@@ -18,10 +18,12 @@ more follow) has no span: it is reported, never guessed. `training_variant` writ
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 RenderFn = Callable[[list[dict[str, Any]], bool], str]
+
 
 @dataclass(frozen=True)
 class Span:

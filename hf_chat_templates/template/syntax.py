@@ -25,7 +25,7 @@ GENERATION_TAG = re.compile(r"\{%-?\+?\s*(?:end)?generation\s*[-+]?%\}")
 class _GenerationTag(jinja2.ext.Extension):
     """Accepts `{% generation %}…{% endgeneration %}` like transformers' AssistantTracker (parse only)."""
 
-    tags = {"generation"}
+    tags = {"generation"}  # noqa: RUF012  (jinja2 declares it an instance attribute)
 
     def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
         lineno = next(parser.stream).lineno
@@ -49,7 +49,8 @@ def check_template_syntax(source: str, origin: str | Path) -> None:
             f"{origin}, line {err.lineno}: the chat template does not parse: {err.message}",
             hint="fix the Jinja syntax at that line; templates are parsed with trim_blocks and lstrip_blocks "
             "as transformers does",
-            path=str(origin), line=err.lineno,
+            path=str(origin),
+            line=err.lineno,
         ) from None
 
 
@@ -64,14 +65,17 @@ def read_template_file(path: Path) -> str:
     except UnicodeDecodeError as err:
         raise TemplateError(
             f"{path}: the template is not UTF-8 (byte {err.start} is {data[err.start]:#04x})",
-            hint="save the template as UTF-8", path=path,
+            hint="save the template as UTF-8",
+            path=path,
         ) from None
     if "\r" in text:
         line = text.count("\n", 0, text.index("\r")) + 1
         raise TemplateError(
             f"{path}, line {line}: the template contains a carriage return; transformers reads "
             "chat_template.jinja with newline translation, so the installed template would differ",
-            hint="convert the file to LF line endings", path=path, line=line,
+            hint="convert the file to LF line endings",
+            path=path,
+            line=line,
         )
     return text
 

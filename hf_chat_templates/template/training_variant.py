@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from .syntax import GENERATION_TAG
 
@@ -41,15 +41,14 @@ def derive_training_template(template: str, stop_tokens: Sequence[str], control_
         f"{_HEADER} (original sha256 {digest}): renders exactly as the original, with each assistant\n"
         "    turn's generated part (what the model writes after the generation prompt, through its stop token)\n"
         "    marked for return_assistant_tokens_mask. The original is the macro below, unchanged. -#}\n"
-        f"{_MACRO_OPEN}{original}{_MACRO_CLOSE}\n"
-        + _WRAPPER.replace("@STOPS@", stops).replace("@CONTROLS@", controls)
+        f"{_MACRO_OPEN}{original}{_MACRO_CLOSE}\n" + _WRAPPER.replace("@STOPS@", stops).replace("@CONTROLS@", controls)
     )
 
 
 def export_without_markers(template: str) -> str:
     """The training variant without `{% generation %}`: for a derived variant, the original template itself."""
     if is_training_template(template):
-        body = template[template.index(_MACRO_OPEN) + len(_MACRO_OPEN): template.rindex(_MACRO_CLOSE)]
+        body = template[template.index(_MACRO_OPEN) + len(_MACRO_OPEN) : template.rindex(_MACRO_CLOSE)]
         digest = re.search(r"original sha256 ([0-9a-f]{64})", template)
         for candidate in (body + "\n", body):  # the newline Jinja would drop was dropped from the macro
             if digest and hashlib.sha256(candidate.encode("utf-8")).hexdigest() == digest.group(1):

@@ -25,9 +25,9 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import TokenizerFolderError, UnknownNameError, closest_hint, missing_dependency
 from ..outputs import staged_folder, write_file
@@ -82,7 +82,7 @@ def _package_data(module: str, package: str, *parts: str) -> Path:
 
 
 def _save_fast(
-    tok: "object",
+    tok: object,
     out: Path,
     *,
     bos: str | None,
@@ -230,9 +230,7 @@ def _build_mistral_v3_sp(out: Path, add_bos: bool) -> None:
 BASE_TOKENIZERS: dict[str, BaseTokenizerSpec] = {
     spec.name: spec
     for spec in (
-        BaseTokenizerSpec(
-            "llama3", "Meta Llama 3 (tiktoken BPE, 128,256 ids)", ("llama-models",), True, _build_llama3
-        ),
+        BaseTokenizerSpec("llama3", "Meta Llama 3 (tiktoken BPE, 128,256 ids)", ("llama-models",), True, _build_llama3),
         BaseTokenizerSpec(
             "o200k-harmony",
             "o200k_base with the Harmony special tokens (201,088 ids)",

@@ -11,11 +11,12 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from ..errors import TokenizerFolderError
+from ..errors import TokenizerFolderError, option
 from ..outputs import is_staging, staged_folder
 from .vocab import Vocabulary
 
@@ -66,7 +67,9 @@ def _parse_json(path: Path, data: bytes, *, want_object: bool = True) -> Any:
     except json.JSONDecodeError as err:
         raise TokenizerFolderError(
             f"{path}, line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}",
-            hint="restore the file from its source, or fix it by hand", path=path, line=err.lineno,
+            hint="restore the file from its source, or fix it by hand",
+            path=path,
+            line=err.lineno,
         ) from None
     if want_object and not isinstance(obj, dict):
         raise TokenizerFolderError(
@@ -163,7 +166,9 @@ def read_folder(path: str | Path) -> TokenizerFolder:
     if tokenizer_json is None and not any(name in files for name in SLOW_VOCAB_FILES):
         raise TokenizerFolderError(
             f"{root}: no tokenizer here (no {TOKENIZER_JSON} and no {', '.join(SLOW_VOCAB_FILES)})",
-            hint="point {tokenizer} at the folder that holds the tokenizer files", path=root, parameter="tokenizer",
+            hint=f"point {option('tokenizer')} at the folder that holds the tokenizer files",
+            path=root,
+            parameter="tokenizer",
         )
     if tokenizer_json is not None and not isinstance(tokenizer_json.get("model"), dict):
         raise TokenizerFolderError(

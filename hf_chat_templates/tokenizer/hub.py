@@ -18,8 +18,10 @@ def resolve_source(source: str | Path, *, revision: str | None = None, token: st
     if path.exists() or not REPO_ID.match(source):
         if not path.exists():
             raise TokenizerFolderError(
-                f"{source}: no such folder", hint="pass a tokenizer folder, or a Hub repo id such as org/name",
-                path=path, parameter="tokenizer",
+                f"{source}: no such folder",
+                hint="pass a tokenizer folder, or a Hub repo id such as org/name",
+                path=path,
+                parameter="tokenizer",
             )
         return path
     try:

@@ -31,8 +31,13 @@ def lossless_unless(tokenizer: Any) -> str | None:
     pres = pre.get("pretokenizers", [pre]) if pre else []
     if decoder.get("type") == "ByteLevel" and any(p.get("type") == "ByteLevel" for p in pres):
         return ""
-    if (pre.get("type") == "Metaspace" and pre.get("replacement") == "\u2581" and pre.get("split") is False
-            and pre.get("prepend_scheme") in ("first", "always") and decoder.get("decoders") == METASPACE_DECODER):
+    if (
+        pre.get("type") == "Metaspace"
+        and pre.get("replacement") == "\u2581"
+        and pre.get("split") is False
+        and pre.get("prepend_scheme") in ("first", "always")
+        and decoder.get("decoders") == METASPACE_DECODER
+    ):
         return "\u2581"
     return None
 

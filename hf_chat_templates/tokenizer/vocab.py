@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import TokenizerFolderError
 
@@ -70,8 +71,10 @@ class Vocabulary:
             )
         self.added: dict[str, dict[str, Any]] = {}
         for i, entry in enumerate(tokenizer_json.get("added_tokens", [])):
-            if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or not isinstance(
-                entry.get("id"), int
+            if (
+                not isinstance(entry, dict)
+                or not isinstance(entry.get("content"), str)
+                or not isinstance(entry.get("id"), int)
             ):
                 raise TokenizerFolderError(
                     f"{origin}: added_tokens[{i}] lacks a string 'content' or an integer 'id'",
@@ -173,7 +176,7 @@ def register_control_tokens(
             new = {"id": vocab.model_ids[token], "content": token, **CONTROL_FLAGS}
             added_list.append(new)
             vocab.added[token] = new
-            changes.append(TokenChange(token, new["id"], "made-special", "a plain vocabulary piece"))
+            changes.append(TokenChange(token, vocab.model_ids[token], "made-special", "a plain vocabulary piece"))
             continue
         if reuse_reserved and free_slots:
             slot = free_slots.pop(0)
@@ -188,10 +191,10 @@ def register_control_tokens(
         if reuse_reserved:
             warnings.append(f"no unused reserved slot left for {token}; it is added as a new token instead")
         new = {"id": next_id, "content": token, **CONTROL_FLAGS}
-        next_id += 1
         added_list.append(new)
         vocab.added[token] = new
-        changes.append(TokenChange(token, new["id"], "added"))
+        changes.append(TokenChange(token, next_id, "added"))
+        next_id += 1
     added_list.sort(key=lambda e: e["id"])
     return data, tuple(changes), warnings
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import _compat
 from ..conversations.batches import constant, map_batches, progress_bar
@@ -41,22 +42,35 @@ class PrepareReport:
     spans_from: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "output": self.output, "records": self.records, "written": self.written,
-                "tokens": self.tokens, "trained_tokens": self.trained_tokens, "truncated": self.truncated,
-                "bad_line_count": len(self.bad_lines), "skipped_count": len(self.skipped),
-                "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
-                "skipped": [{"line": n, "reason": r} for n, r in self.skipped[:100]], "spans_from": self.spans_from}
+        return {
+            "path": self.path,
+            "output": self.output,
+            "records": self.records,
+            "written": self.written,
+            "tokens": self.tokens,
+            "trained_tokens": self.trained_tokens,
+            "truncated": self.truncated,
+            "bad_line_count": len(self.bad_lines),
+            "skipped_count": len(self.skipped),
+            "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
+            "skipped": [{"line": n, "reason": r} for n, r in self.skipped[:100]],
+            "spans_from": self.spans_from,
+        }
 
     def describe(self) -> str:
-        lines = [f"prepared {self.written} of {self.records} records from {self.path} into "
-                 + (self.output or "nothing: no record has anything to train, so no output written"),
-                 f"  spans from: {self.spans_from}",
-                 f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
-                 f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length"]
+        lines = [
+            f"prepared {self.written} of {self.records} records from {self.path} into "
+            + (self.output or "nothing: no record has anything to train, so no output written"),
+            f"  spans from: {self.spans_from}",
+            f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
+            f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
+        ]
         problems = sorted(self.bad_lines + self.skipped)
         if problems:
-            lines.append(f"  skipped {len(problems)} line(s): {len(self.bad_lines)} not a conversation, "
-                         f"{len(self.skipped)} with nothing to train")
+            lines.append(
+                f"  skipped {len(problems)} line(s): {len(self.bad_lines)} not a conversation, "
+                f"{len(self.skipped)} with nothing to train"
+            )
             lines += [f"    line {n}: {reason}" for n, reason in problems[:10]]
             if len(problems) > 10:
                 lines.append(f"    … and {len(problems) - 10} more (--json lists up to 100)")
@@ -74,6 +88,7 @@ def _parts(features: TrainingFeatures, path: Path, report: PrepareReport, worker
     if workers and workers > 1:
         yield from map_batches(constant(features), _table_of_batch, batches, workers=workers)
         return
+
     # Render batch k + 1 while batch k is encoded: encode_batch releases the GIL, so the tokenizer's threads and the
     # template's Python overlap.
     def finish(batch: list[tuple[int, dict[str, Any]]], rendered: Any) -> Part:
@@ -103,12 +118,14 @@ def _write_dataset_state(folder: Path) -> None:
     info = asdict(dataset.info)
     del dataset
     (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
-    (folder / "dataset_info.json").write_text(json.dumps({k: info[k] for k in sorted(info)}, indent=2),
-                                              encoding="utf-8")
+    (folder / "dataset_info.json").write_text(
+        json.dumps({k: info[k] for k in sorted(info)}, indent=2), encoding="utf-8"
+    )
 
 
-def _stream(features: TrainingFeatures, path: Path, arrow: Path, report: PrepareReport, workers: int | None,
-            progress: bool) -> None:
+def _stream(
+    features: TrainingFeatures, path: Path, arrow: Path, report: PrepareReport, workers: int | None, progress: bool
+) -> None:
     """Every batch into one Arrow shard, counting records, tokens and what was left out."""
     import pyarrow.compute as pc
     from datasets import Features, Sequence, Value
@@ -132,10 +149,20 @@ def _stream(features: TrainingFeatures, path: Path, arrow: Path, report: Prepare
     report.records += len(report.bad_lines)
 
 
-def prepare(source: str | Path, conversations: str | Path, output: str | Path, *, family: str | None = None,
-            variant: str | None = None, template: str | Path | None = None, kwargs: dict[str, Any] | None = None,
-            max_length: int | None = None, workers: int | None = None, force: bool = False,
-            progress: bool = False) -> PrepareReport:
+def prepare(
+    source: str | Path,
+    conversations: str | Path,
+    output: str | Path,
+    *,
+    family: str | None = None,
+    variant: str | None = None,
+    template: str | Path | None = None,
+    kwargs: dict[str, Any] | None = None,
+    max_length: int | None = None,
+    workers: int | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> PrepareReport:
     """Stream a JSONL file of conversations into a datasets `Dataset` saved at `output` (written atomically)."""
     try:
         import pyarrow.compute  # noqa: F401
@@ -147,9 +174,14 @@ def prepare(source: str | Path, conversations: str | Path, output: str | Path, *
     check_output(out, force=force)
     choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
     var = choice.variant if family else None
-    features = TrainingFeatures(choice.path, template=choice.template, kwargs=choice.kwargs, max_length=max_length,
-                                stop_tokens=var.stop_tokens if var else None,
-                                control_tokens=var.control_tokens if var else None)
+    features = TrainingFeatures(
+        choice.path,
+        template=choice.template,
+        kwargs=choice.kwargs,
+        max_length=max_length,
+        stop_tokens=var.stop_tokens if var else None,
+        control_tokens=var.control_tokens if var else None,
+    )
     report = PrepareReport(path=str(path), output=str(out), spans_from=features.spans_from)
     # The caller's objects (a notebook's dataset, say) are moved out of the collector's way: each batch allocates
     # many short-lived objects, and every collection would otherwise walk everything the process holds.

@@ -17,13 +17,14 @@ so the mask costs two lookups per assistant turn, not a pass over the tokens.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .. import _compat
 from ..conversations.batches import render_batch
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..families.tokens import template_tokens
 from ..template.rendering import named_template
 from ..template.spans import Span, assistant_spans
@@ -53,40 +54,60 @@ class FeatureState:
 
 def _templates(tokenizer: Any, source: str, template: str | None) -> tuple[str, str | None, str]:
     """(plain template, template with hand-written markers or None, where the spans come from)."""
-    marked = template if template and has_generation_markers(template) else (
-        None if template else named_template(tokenizer, TRAINING_TEMPLATE_NAME))
+    marked = (
+        template
+        if template and has_generation_markers(template)
+        else (None if template else named_template(tokenizer, TRAINING_TEMPLATE_NAME))
+    )
     plain = template or named_template(tokenizer) or (export_without_markers(marked) if marked else None)
     if plain is None:
-        raise UsageError(f"{source}: the tokenizer has no chat template",
-                         hint="install one first, or pass {template} / {family}", path=source)
+        raise UsageError(
+            f"{source}: the tokenizer has no chat template",
+            hint=f"install one first, or pass {option('template')} / {option('family')}",
+            path=source,
+        )
     if marked is not None and is_training_template(marked):
         # A derived training variant wraps the template and finds its spans by rendering differences at render time;
         # the same spans come faster from the plain template here (assistant-mask proves them equal).
-        return (export_without_markers(marked), None,
-                f"rendering differences (the folder's '{TRAINING_TEMPLATE_NAME}' template is derived from this "
-                "template)")
+        return (
+            export_without_markers(marked),
+            None,
+            f"rendering differences (the folder's '{TRAINING_TEMPLATE_NAME}' template is derived from this template)",
+        )
     if marked is not None:
         return plain, marked, f"the {{% generation %}} markers of the folder's '{TRAINING_TEMPLATE_NAME}' template"
     return plain, None, "rendering differences of the chat template"
 
 
-def load_state(source: str, template: str | None, kwargs: dict[str, Any], stop_tokens: Iterable[str] | None,
-               control_tokens: Iterable[str] | None) -> FeatureState:
+def load_state(
+    source: str,
+    template: str | None,
+    kwargs: dict[str, Any],
+    stop_tokens: Iterable[str] | None,
+    control_tokens: Iterable[str] | None,
+) -> FeatureState:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source)
     plain, marked, origin = _templates(tokenizer, source, template)
     tokens = template_tokens(tokenizer, plain, kwargs=kwargs, stop_tokens=stop_tokens, control_tokens=control_tokens)
     if not tokens.stop_tokens:
-        raise UsageError("no stop token is known for this template, so a turn's end cannot be trained",
-                         hint="pass stop_tokens=[...] (or install a bundled family, which declares them)")
+        raise UsageError(
+            "no stop token is known for this template, so a turn's end cannot be trained",
+            hint="pass stop_tokens=[...] (or install a bundled family, which declares them)",
+        )
     merged = {**tokenizer.special_tokens_map, **tokens.kwarg_defaults, **kwargs}
     compiled = _compat.compile_template(plain)
     return FeatureState(
-        tokenizer=tokenizer, backend=tokenizer.backend_tokenizer, kwargs=merged,
+        tokenizer=tokenizer,
+        backend=tokenizer.backend_tokenizer,
+        kwargs=merged,
         render_plain=_compat.fast_renderer(compiled, {**compiled.globals, **merged, "documents": None}),
         marked=_compat.compile_template(marked) if marked else None,
-        stops=tokens.stop_tokens, controls=tokens.control_tokens, spans_from=origin)
+        stops=tokens.stop_tokens,
+        controls=tokens.control_tokens,
+        spans_from=origin,
+    )
 
 
 def render_record(state: FeatureState, record: dict[str, Any]) -> tuple[str, tuple[Span, ...]]:
@@ -94,7 +115,8 @@ def render_record(state: FeatureState, record: dict[str, Any]) -> tuple[str, tup
     # What apply_chat_template does to messages, for JSON data: keys whose value is None are dropped and the
     # reasoning fields aliased (its conversion of objects to plain data changes nothing in parsed JSON).
     messages = _compat.alias_reasoning_fields(
-        [{k: v for k, v in m.items() if v is not None} for m in record["messages"]])
+        [{k: v for k, v in m.items() if v is not None} for m in record["messages"]]
+    )
     tools = record.get("tools")
     if state.marked is not None:
         text, indices = _compat.render_with_assistant_indices(state.marked, messages, tools, **state.kwargs)
@@ -124,8 +146,9 @@ def _cuts(enc: Any, spans: tuple[Span, ...], size: int) -> list[tuple[int, int]]
     return cuts
 
 
-def encode_rendered(backend: Any, rendered: list[Rendered], problems: Problems, max_length: int | None
-                    ) -> tuple[Any, Any, Any, Problems, int]:
+def encode_rendered(
+    backend: Any, rendered: list[Rendered], problems: Problems, max_length: int | None
+) -> tuple[Any, Any, Any, Problems, int]:
     """One encode_batch (it releases the GIL), then flat int32 arrays: (row offsets, ids, labels) where row r is
     ids[offsets[r]:offsets[r + 1]]; the problems, sorted; how many rows were truncated."""
     import numpy as np
@@ -151,7 +174,7 @@ def encode_rendered(backend: Any, rendered: list[Rendered], problems: Problems, 
     labels = np.full(len(ids), IGNORE_INDEX, np.int32)
     for base, cuts in zip(offsets.tolist(), spans_of):
         for first, end in cuts:
-            labels[base + first:base + end] = ids[base + first:base + end]
+            labels[base + first : base + end] = ids[base + first : base + end]
     problems.sort()
     return offsets, ids, labels, problems, truncated
 
@@ -159,12 +182,22 @@ def encode_rendered(backend: Any, rendered: list[Rendered], problems: Problems, 
 class TrainingFeatures:
     """Conversations to training features, one batch at a time. Picklable: only its settings travel."""
 
-    def __init__(self, source: str | Path, *, template: str | None = None, kwargs: dict[str, Any] | None = None,
-                 max_length: int | None = None, stop_tokens: Iterable[str] | None = None,
-                 control_tokens: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        source: str | Path,
+        *,
+        template: str | None = None,
+        kwargs: dict[str, Any] | None = None,
+        max_length: int | None = None,
+        stop_tokens: Iterable[str] | None = None,
+        control_tokens: Iterable[str] | None = None,
+    ) -> None:
         if max_length is not None and max_length < 1:
-            raise UsageError(f"{{max_length}} must be at least 1, not {max_length}", hint="{max_length} 4096",
-                             parameter="max_length")
+            raise UsageError(
+                f"{option('max_length')} must be at least 1, not {max_length}",
+                hint=f"{option('max_length')} 4096",
+                parameter="max_length",
+            )
         self.source = str(source)
         self.template = template
         self.kwargs = dict(kwargs or {})
@@ -203,28 +236,37 @@ class TrainingFeatures:
     def encoded(self, records: list[dict[str, Any]]) -> tuple[Any, Any, Any, Problems]:
         """Flat arrays for the records that train something: (row offsets, input ids, labels), int32 numpy arrays
         (row r is ids[offsets[r]:offsets[r + 1]]), and (index in `records`, why) for the records left out."""
-        offsets, ids, labels, problems, _ = encode_rendered(self.state.backend, *self.render_batch(records),
-                                                            self.max_length)
+        offsets, ids, labels, problems, _ = encode_rendered(
+            self.state.backend, *self.render_batch(records), self.max_length
+        )
         return offsets, ids, labels, problems
 
     def features(self, records: list[dict[str, Any]]) -> tuple[dict[str, list[Any]], Problems]:
         """Columns (lists) for the records that train something, and (index in `records`, why) for the others."""
         offsets, ids, labels, problems = self.encoded(records)
         bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist()))
-        return {"input_ids": [ids[a:b].tolist() for a, b in bounds],
-                "attention_mask": [[1] * (b - a) for a, b in bounds],
-                "labels": [labels[a:b].tolist() for a, b in bounds]}, problems
+        return {
+            "input_ids": [ids[a:b].tolist() for a, b in bounds],
+            "attention_mask": [[1] * (b - a) for a, b in bounds],
+            "labels": [labels[a:b].tolist() for a, b in bounds],
+        }, problems
 
     def table(self, rendered: list[Rendered], problems: Problems) -> tuple[Any, Problems, int]:
         """A rendered batch as a pyarrow Table built straight from the flat arrays (and its problems, truncations)."""
         import numpy as np
         import pyarrow as pa
 
-        offsets, ids, labels, problems, truncated = encode_rendered(self.state.backend, rendered, problems,
-                                                                    self.max_length)
+        offsets, ids, labels, problems, truncated = encode_rendered(
+            self.state.backend, rendered, problems, self.max_length
+        )
         column = {"input_ids": ids, "attention_mask": np.ones(len(ids), np.int8), "labels": labels}
-        return pa.table({name: pa.ListArray.from_arrays(pa.array(offsets), pa.array(column[name]))
-                         for name in FEATURE_TYPES}), problems, truncated
+        return (
+            pa.table(
+                {name: pa.ListArray.from_arrays(pa.array(offsets), pa.array(column[name])) for name in FEATURE_TYPES}
+            ),
+            problems,
+            truncated,
+        )
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         """For `datasets.Dataset.map(batched=True)`: columns `messages` (and `tools`) in, features out; records

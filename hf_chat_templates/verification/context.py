@@ -4,9 +4,10 @@ and shared (each probe is rendered once, tokenized once, its message boundaries 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable
+from typing import Any
 
 from ..conversations.probes import CAPABILITIES, Probe, build_probes
 from ..families.registry import Variant
@@ -42,8 +43,11 @@ class RecordContext:
             if isinstance(content, str) and content.strip():
                 found.append((i, content.strip()))
             elif isinstance(content, list):
-                found += [(i, p["text"].strip()) for p in content
-                          if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()]
+                found += [
+                    (i, p["text"].strip())
+                    for p in content
+                    if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"].strip()
+                ]
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", call) if isinstance(call, dict) else {}
                 if isinstance(fn.get("name"), str):
@@ -54,9 +58,16 @@ class RecordContext:
 class VerifyContext:
     """What every check reads: the tokenizer, the template, its tokens, the probes and their renderings."""
 
-    def __init__(self, tokenizer: Any, template: str, *, folder: TokenizerFolder | None = None,
-                 variant: Variant | None = None, kwargs: dict[str, Any] | None = None,
-                 probes: Iterable[Probe] | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        template: str,
+        *,
+        folder: TokenizerFolder | None = None,
+        variant: Variant | None = None,
+        kwargs: dict[str, Any] | None = None,
+        probes: Iterable[Probe] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.template = template
         self.folder = folder
@@ -69,8 +80,11 @@ class VerifyContext:
 
     # ---- renderings -----------------------------------------------------------------------------------------
     def render(self, probe: Probe, **override: Any) -> Rendered:
-        flags = {"add_generation_prompt": probe.add_generation_prompt,
-                 "continue_final_message": probe.continue_final_message, **override}
+        flags = {
+            "add_generation_prompt": probe.add_generation_prompt,
+            "continue_final_message": probe.continue_final_message,
+            **override,
+        }
         return self.renderer.render(probe.message_list(), probe.tool_list(), **flags)
 
     @cached_property
@@ -97,8 +111,13 @@ class VerifyContext:
                     outcomes.append("yes")
                 else:
                     outcomes.append("no")
-            found[capability] = ("yes" if "yes" in outcomes else next((o for o in outcomes if o != "no"), "no")
-                                 if outcomes else "untested")
+            found[capability] = (
+                "yes"
+                if "yes" in outcomes
+                else next((o for o in outcomes if o != "no"), "no")
+                if outcomes
+                else "untested"
+            )
         return found
 
     def applicable(self, probe: Probe) -> bool:
@@ -114,8 +133,9 @@ class VerifyContext:
         """Declared by the family, plus every control-token-shaped string or registered added token the template
         writes in its literals or in its renderings of the probes."""
         texts = [r.text for r in self.rendered.values() if r.ok and r.text]
-        return inferred_control_tokens(self.renderer, texts, self.probes,
-                                       self.variant.control_tokens if self.variant else ())
+        return inferred_control_tokens(
+            self.renderer, texts, self.probes, self.variant.control_tokens if self.variant else ()
+        )
 
     @cached_property
     def stop_tokens(self) -> tuple[str, ...]:
@@ -156,17 +176,23 @@ class VerifyContext:
         """`apply_chat_template(tokenize=True)` on the probe, with its flags (computed once per probe)."""
         if probe.id not in self._probe_ids:
             self._probe_ids[probe.id] = self.renderer.token_ids(
-                probe.message_list(), probe.tool_list(), add_generation_prompt=probe.add_generation_prompt,
-                continue_final_message=probe.continue_final_message)
+                probe.message_list(),
+                probe.tool_list(),
+                add_generation_prompt=probe.add_generation_prompt,
+                continue_final_message=probe.continue_final_message,
+            )
         return list(self._probe_ids[probe.id])
 
     def text_difference(self, probe: Probe, what: str, labels: tuple[str, str], a: str, b: str) -> Finding:
         """A finding for two texts that should be equal: first differing char, its message, both sides."""
         pos = first_difference(a, b)
         message = self.message_at(probe, pos)
-        return Finding(probe.id, f"probe {probe.id}: {what} at char {pos} (message {message}): {labels[0]} "
-                                 f"{around(a, pos)} vs {labels[1]} {around(b, pos)}",
-                       {"char_position": pos, "message_index": message})
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: {what} at char {pos} (message {message}): {labels[0]} "
+            f"{around(a, pos)} vs {labels[1]} {around(b, pos)}",
+            {"char_position": pos, "message_index": message},
+        )
 
     def message_at(self, probe: Probe, pos: int) -> int | None:
         bounds = self.message_boundaries(probe)
@@ -187,5 +213,11 @@ class VerifyContext:
                 raise ValueError(r.error)
             return r.text or ""
 
-        return assistant_spans(render, probe.message_list(), self.stop_tokens, self.control_tokens,
-                               add_generation_prompt=probe.add_generation_prompt, full=self.rendered[probe.id].text)
+        return assistant_spans(
+            render,
+            probe.message_list(),
+            self.stop_tokens,
+            self.control_tokens,
+            add_generation_prompt=probe.add_generation_prompt,
+            full=self.rendered[probe.id].text,
+        )

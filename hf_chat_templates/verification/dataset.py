@@ -41,7 +41,7 @@ class DatasetReport:
     def ok(self) -> bool:
         return not any(self.failed[c] for c in RECORD_CHECK_IDS if c not in WARNING_ONLY)
 
-    def add(self, other: "DatasetReport") -> None:
+    def add(self, other: DatasetReport) -> None:
         self.records += other.records
         self.bad_lines += other.bad_lines
         for c in RECORD_CHECK_IDS:
@@ -49,12 +49,20 @@ class DatasetReport:
             self.examples[c] = (self.examples[c] + other.examples[c])[:MAX_EXAMPLES]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "records": self.records,
-                "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
-                "bad_line_count": len(self.bad_lines),
-                "checks": {c: {"failed": self.failed[c], "passed": self.records - self.failed[c],
-                               "examples": [{"line": n, "message": m} for n, m in self.examples[c]]}
-                           for c in RECORD_CHECK_IDS}}
+        return {
+            "path": self.path,
+            "records": self.records,
+            "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
+            "bad_line_count": len(self.bad_lines),
+            "checks": {
+                c: {
+                    "failed": self.failed[c],
+                    "passed": self.records - self.failed[c],
+                    "examples": [{"line": n, "message": m} for n, m in self.examples[c]],
+                }
+                for c in RECORD_CHECK_IDS
+            },
+        }
 
     def describe(self) -> str:
         lines = [f"conversations {self.path}: {self.records} records checked, {len(self.bad_lines)} bad lines skipped"]
@@ -82,18 +90,21 @@ class RecordChecker:
         self.added_bos = self.tokenizer("", add_special_tokens=True)["input_ids"].count(self.bos_id)
         self.breaker = lossless_unless(self.tokenizer)
         self.limits = RenderLimits.from_env()
-        self.controls = tuple(t.content for t in self.tokenizer.added_tokens_decoder.values()
-                              if t.special and t.content in self.template)
+        self.controls = tuple(
+            t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special and t.content in self.template
+        )
 
     def check(self, batch: list[tuple[int, dict[str, Any]]]) -> DatasetReport:
         return self.finish(*self.render(batch))
 
     def _render_one(self, record: dict[str, Any]) -> str:
-        return _compat.render_conversations(self.template, [_compat.normalize_messages(record["messages"])],
-                                            record.get("tools"), **self.kwargs)[0]
+        return _compat.render_conversations(
+            self.template, [_compat.normalize_messages(record["messages"])], record.get("tools"), **self.kwargs
+        )[0]
 
-    def render(self, batch: list[tuple[int, dict[str, Any]]]
-               ) -> tuple[DatasetReport, list[tuple[int, dict[str, Any], str]]]:
+    def render(
+        self, batch: list[tuple[int, dict[str, Any]]]
+    ) -> tuple[DatasetReport, list[tuple[int, dict[str, Any], str]]]:
         """Render a batch (Python, holds the GIL); `finish` encodes and checks it."""
         report = DatasetReport(path="", records=len(batch))
         texts = []
@@ -112,8 +123,9 @@ class RecordChecker:
         if unproven:
             backend = self.tokenizer.backend_tokenizer
             for i, back in zip(unproven, backend.decode_batch([ids[i] for i in unproven], skip_special_tokens=False)):
-                decoded[i] = (self.tokenizer.clean_up_tokenization(back)
-                              if self.tokenizer.clean_up_tokenization_spaces else back)
+                decoded[i] = (
+                    self.tokenizer.clean_up_tokenization(back) if self.tokenizer.clean_up_tokenization_spaces else back
+                )
         return decoded
 
     def finish(self, report: DatasetReport, texts: list[tuple[int, dict[str, Any], str]]) -> DatasetReport:
@@ -141,15 +153,24 @@ def _fail(report: DatasetReport, check: str, number: int, message: str) -> None:
         report.examples[check].append((number, message))
 
 
-def verify_conversations(source: str | Path, conversations: str | Path, *, family: str | None = None,
-                         variant: str | None = None, template: str | Path | None = None,
-                         kwargs: dict[str, Any] | None = None, workers: int | None = None,
-                         revision: str | None = None, token: str | None = None,
-                         progress: bool = False) -> DatasetReport:
+def verify_conversations(
+    source: str | Path,
+    conversations: str | Path,
+    *,
+    family: str | None = None,
+    variant: str | None = None,
+    template: str | Path | None = None,
+    kwargs: dict[str, Any] | None = None,
+    workers: int | None = None,
+    revision: str | None = None,
+    token: str | None = None,
+    progress: bool = False,
+) -> DatasetReport:
     """Run the per-record checks over a JSONL file, streaming it in batches (in `workers` processes)."""
     path = conversations_file(conversations)
-    choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs,
-                             revision=revision, token=token)
+    choice = choose_template(
+        source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
+    )
     report = DatasetReport(path=str(path))
     bar = progress_bar(progress)
     factory = functools.partial(RecordChecker, str(choice.path), choice.template, choice.kwargs)

@@ -27,12 +27,21 @@ def golden_renderings(folder: Path, variant: Variant) -> dict[str, Any]:
     probes: dict[str, Any] = {}
     with frozen_clock(dt.datetime.fromisoformat(GOLDEN_CLOCK_ISO)):
         for probe in build_probes():
-            r = renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                add_generation_prompt=probe.add_generation_prompt,
-                                continue_final_message=probe.continue_final_message)
-            probes[probe.id] = {"text": r.text, "ids": renderer.encode(r.text)} if r.ok else {"error": r.error}
-    return {"family": variant.family, "variant": variant.name, "template_sha256": variant.sha256,
-            "clock": GOLDEN_CLOCK_ISO, "probes": probes}
+            r = renderer.render(
+                probe.message_list(),
+                probe.tool_list(),
+                cache=False,
+                add_generation_prompt=probe.add_generation_prompt,
+                continue_final_message=probe.continue_final_message,
+            )
+            probes[probe.id] = {"text": r.text, "ids": renderer.encode(r.text or "")} if r.ok else {"error": r.error}
+    return {
+        "family": variant.family,
+        "variant": variant.name,
+        "template_sha256": variant.sha256,
+        "clock": GOLDEN_CLOCK_ISO,
+        "probes": probes,
+    }
 
 
 def golden_path(root: Path, variant: Variant) -> Path:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import _compat
 from ..errors import missing_dependency
@@ -72,14 +73,61 @@ def harmony_encoding() -> Any:
     return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
-def harmony_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[int]:
-    from openai_harmony import (Author, Conversation, DeveloperContent, Message, ReasoningEffort, Role,
-                                SystemContent, ToolDescription)
+def _harmony_turns(messages: list[dict[str, Any]]) -> list[Any]:
+    """The conversation's turns as Harmony messages: reasoning on analysis, calls on commentary, answers on final."""
+    from openai_harmony import Author, Message, Role
+
+    out: list[Any] = []
+    called: list[str] = []
+    for m in messages:
+        role = m["role"]
+        if role == "user":
+            out.append(Message.from_role_and_content(Role.USER, _text(m.get("content"))))
+        elif role == "assistant":
+            reasoning = m.get("reasoning_content") or m.get("thinking")
+            if reasoning:
+                out.append(Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis"))
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function", call)
+                called.append(fn["name"])
+                out.append(
+                    Message.from_role_and_content(Role.ASSISTANT, _arguments(fn))
+                    .with_channel("commentary")
+                    .with_recipient(f"functions.{fn['name']}")
+                    .with_content_type("<|constrain|>json")
+                )
+            if _text(m.get("content")) or not m.get("tool_calls"):
+                out.append(Message.from_role_and_content(Role.ASSISTANT, _text(m.get("content"))).with_channel("final"))
+        elif role == "tool":
+            name = m.get("name") or (called.pop(0) if called else None)
+            if name is None:
+                raise Unsupported("a tool result with no tool call before it")
+            out.append(
+                Message.from_author_and_content(Author.new(Role.TOOL, f"functions.{name}"), _text(m.get("content")))
+                .with_channel("commentary")
+                .with_recipient("assistant")
+            )
+        else:
+            raise Unsupported(f"role {role!r}")
+    return out
+
+
+def harmony_ids(probe: Probe, *, date: str, kwargs: dict[str, Any]) -> list[int]:
+    from openai_harmony import (
+        Conversation,
+        DeveloperContent,
+        Message,
+        ReasoningEffort,
+        Role,
+        SystemContent,
+        ToolDescription,
+    )
 
     if probe.continue_final_message:
         raise Unsupported("harmony has no prefill of a final message")
     effort = {"low": ReasoningEffort.LOW, "medium": ReasoningEffort.MEDIUM, "high": ReasoningEffort.HIGH}[
-        kwargs.get("reasoning_effort", "medium")]
+        kwargs.get("reasoning_effort", "medium")
+    ]
     system = SystemContent.new().with_reasoning_effort(effort)
     if kwargs.get("current_date"):
         system = system.with_conversation_start_date(kwargs["current_date"])
@@ -96,36 +144,18 @@ def harmony_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[in
         if instructions:
             developer = developer.with_instructions(instructions)
         if probe.tools:
-            developer = developer.with_function_tools([
-                ToolDescription.new(t["function"]["name"], t["function"].get("description", ""),
-                                    parameters=t["function"].get("parameters")) for t in probe.tools])
+            developer = developer.with_function_tools(
+                [
+                    ToolDescription.new(
+                        t["function"]["name"],
+                        t["function"].get("description", ""),
+                        parameters=t["function"].get("parameters"),
+                    )
+                    for t in probe.tools
+                ]
+            )
         out.append(Message.from_role_and_content(Role.DEVELOPER, developer))
-    called: list[str] = []
-    for m in messages:
-        role = m["role"]
-        if role == "user":
-            out.append(Message.from_role_and_content(Role.USER, _text(m.get("content"))))
-        elif role == "assistant":
-            reasoning = m.get("reasoning_content") or m.get("thinking")
-            if reasoning:
-                out.append(Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis"))
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function", call)
-                called.append(fn["name"])
-                out.append(Message.from_role_and_content(Role.ASSISTANT, _arguments(fn)).with_channel("commentary")
-                           .with_recipient(f"functions.{fn['name']}").with_content_type("<|constrain|>json"))
-            if _text(m.get("content")) or not m.get("tool_calls"):
-                out.append(Message.from_role_and_content(Role.ASSISTANT, _text(m.get("content")))
-                           .with_channel("final"))
-        elif role == "tool":
-            name = m.get("name") or (called.pop(0) if called else None)
-            if name is None:
-                raise Unsupported("a tool result with no tool call before it")
-            out.append(Message.from_author_and_content(Author.new(Role.TOOL, f"functions.{name}"),
-                                                       _text(m.get("content"))).with_channel("commentary")
-                       .with_recipient("assistant"))
-        else:
-            raise Unsupported(f"role {role!r}")
+    out += _harmony_turns(messages)
     encoding = harmony_encoding()
     convo = Conversation.from_messages(out)
     if probe.ends_with_assistant:
@@ -141,12 +171,18 @@ def harmony_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[in
 def _llama_tool(tool: dict[str, Any]) -> dict[str, Any]:
     fn = tool["function"]
     params = dict(fn.get("parameters") or {})
-    return {"name": fn["name"], "description": fn.get("description", ""),
-            "parameters": {"type": "dict", "required": params.get("required", []),
-                           "properties": params.get("properties", {})}}
+    return {
+        "name": fn["name"],
+        "description": fn.get("description", ""),
+        "parameters": {
+            "type": "dict",
+            "required": params.get("required", []),
+            "properties": params.get("properties", {}),
+        },
+    }
 
 
-def llama32_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[int]:
+def llama32_ids(probe: Probe, *, date: str, kwargs: dict[str, Any]) -> list[int]:
     try:
         from llama_models.datatypes import RawMessage, RawTextItem, StopReason, ToolCall, ToolPromptFormat
         from llama_models.llama3.chat_format import ChatFormat
@@ -162,7 +198,7 @@ def llama32_ids(probe: "Probe", *, date: str, kwargs: dict[str, Any]) -> list[in
             raise Unsupported("a system message together with tools")
         functions = json.dumps([_llama_tool(t) for t in probe.tools], indent=4)
         raw.append(RawMessage(role="system", content=LLAMA32_TOOL_SYSTEM_PROMPT.format(functions=functions)))
-    for i, m in enumerate(messages):
+    for m in messages:
         content = m.get("content")
         if isinstance(content, list):
             content = [RawTextItem(text=p["text"]) for p in content]
@@ -189,7 +225,7 @@ REFERENCES: dict[str, tuple[str, Callable[..., list[int]]]] = {
 }
 
 
-def reference_ids(ctx: "VerifyContext", probe: "Probe") -> list[int]:
+def reference_ids(ctx: VerifyContext, probe: Probe) -> list[int]:
     """The official renderer's ids for `probe` (raises Unsupported), with the frozen clock's date."""
     assert ctx.variant is not None and ctx.variant.family in REFERENCES
     renderer = REFERENCES[ctx.variant.family][1]

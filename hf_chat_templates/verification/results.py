@@ -20,8 +20,14 @@ class CheckResult:
     hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "probe": self.probe, "message": self.message,
-                "detail": self.detail, "hint": self.hint}
+        return {
+            "id": self.id,
+            "status": self.status,
+            "probe": self.probe,
+            "message": self.message,
+            "detail": self.detail,
+            "hint": self.hint,
+        }
 
 
 @dataclass(frozen=True)
@@ -50,9 +56,16 @@ class VerificationReport:
         return next(c for c in self.checks if c.id == check_id)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "family": self.family, "variant": self.variant, "tokenizer": self.tokenizer,
-                "versions": self.versions, "capabilities": self.capabilities,
-                "checks": [c.to_dict() for c in self.checks], "summary": self.summary}
+        return {
+            "source": self.source,
+            "family": self.family,
+            "variant": self.variant,
+            "tokenizer": self.tokenizer,
+            "versions": self.versions,
+            "capabilities": self.capabilities,
+            "checks": [c.to_dict() for c in self.checks],
+            "summary": self.summary,
+        }
 
 
 def visible(text: str) -> str:
@@ -63,8 +76,13 @@ def visible(text: str) -> str:
 def around(text: str, pos: int, width: int = 24) -> str:
     """`text` near `pos`, whitespace visible, the position marked with ⟨here⟩."""
     start, end = max(0, pos - width), min(len(text), pos + width)
-    return (("…" if start else "") + visible(text[start:pos]) + "⟨here⟩" + visible(text[pos:end])
-            + ("…" if end < len(text) else ""))
+    return (
+        ("…" if start else "")
+        + visible(text[start:pos])
+        + "⟨here⟩"
+        + visible(text[pos:end])
+        + ("…" if end < len(text) else "")
+    )
 
 
 def first_difference(a: str | list[Any], b: str | list[Any]) -> int:
@@ -89,6 +107,9 @@ def verdict(check_id: str, findings: list[Finding], passed: str, hint: str, *, s
         return CheckResult(check_id, "pass", passed)
     first = findings[0]
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-    detail = {**first.detail, "failures": len(findings),
-              "examples": [{"probe": f.probe, "message": f.text, **f.detail} for f in findings[:5]]}
+    detail = {
+        **first.detail,
+        "failures": len(findings),
+        "examples": [{"probe": f.probe, "message": f.text, **f.detail} for f in findings[:5]],
+    }
     return CheckResult(check_id, status, first.text + more, first.probe, detail, hint)

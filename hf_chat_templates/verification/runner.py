@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..conversations.probes import Probe
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..families.registry import Family, Variant, list_families
 from ..families.source import choose_template
 from ..installation.apply import install
@@ -26,8 +27,15 @@ from .checks import CHECKS, check_ids
 from .context import VerifyContext
 from .results import CheckResult, VerificationReport
 
-__all__ = ["check_ids", "load_context", "run_checks", "verify", "verify_all", "verify_all_with_contexts",
-           "verify_with_context"]
+__all__ = [
+    "check_ids",
+    "load_context",
+    "run_checks",
+    "verify",
+    "verify_all",
+    "verify_all_with_contexts",
+    "verify_with_context",
+]
 
 
 def _versions() -> dict[str, str]:
@@ -45,15 +53,24 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
     wanted = list(only) if only else list(checks)
     unknown = [c for c in wanted if c not in checks]
     if unknown:
-        raise UsageError(f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(checks)}",
-                         hint="hf-chat-templates verify --help", parameter="only")
+        raise UsageError(
+            f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(checks)}",
+            hint="hf-chat-templates verify --help",
+            parameter="only",
+        )
     results = []
     for check_id in wanted:
         try:
             results.append(checks[check_id](ctx))
         except Exception as err:  # a check that crashes is reported as failing, never hidden
-            results.append(CheckResult(check_id, "fail", f"the check itself raised {type(err).__name__}: {err}",
-                                       hint="report this with the tokenizer and template"))
+            results.append(
+                CheckResult(
+                    check_id,
+                    "fail",
+                    f"the check itself raised {type(err).__name__}: {err}",
+                    hint="report this with the tokenizer and template",
+                )
+            )
     return tuple(results)
 
 
@@ -69,12 +86,21 @@ def verify(
     token: str | None = None,
 ) -> VerificationReport:
     """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file."""
-    return verify_with_context(source, family=family, variant=variant, template=template, only=only, kwargs=kwargs,
-                               revision=revision, token=token)[0]
+    return verify_with_context(
+        source,
+        family=family,
+        variant=variant,
+        template=template,
+        only=only,
+        kwargs=kwargs,
+        revision=revision,
+        token=token,
+    )[0]
 
 
-def verify_with_context(source: str | Path, *, only: Iterable[str] | None = None, **options: Any
-                        ) -> tuple[VerificationReport, VerifyContext]:
+def verify_with_context(
+    source: str | Path, *, only: Iterable[str] | None = None, **options: Any
+) -> tuple[VerificationReport, VerifyContext]:
     """`verify`, and the context its checks read (the token view draws failures from it). `options` are
     `load_context`'s: family, variant, template, kwargs, revision, token."""
     ctx, fam, var, path = load_context(source, **options)
@@ -104,14 +130,18 @@ def load_context(
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file."""
     from transformers import AutoTokenizer
 
-    choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs,
-                             revision=revision, token=token)
+    choice = choose_template(
+        source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
+    )
     folder = read_folder(choice.path)
     tokenizer = AutoTokenizer.from_pretrained(str(choice.path))
     text = choice.template if choice.template is not None else named_template(tokenizer)
     if text is None:
-        raise UsageError(f"{choice.path}: the tokenizer has no chat template",
-                         hint="pass {family} NAME or {template} FILE, or install one first", path=choice.path)
+        raise UsageError(
+            f"{choice.path}: the tokenizer has no chat template",
+            hint=f"pass {option('family')} NAME or {option('template')} FILE, or install one first",
+            path=choice.path,
+        )
     choice = choice.identified(text)
     ctx = VerifyContext(tokenizer, text, folder=folder, variant=choice.variant, kwargs=choice.kwargs, probes=probes)
     return ctx, choice.family, choice.variant, choice.path
@@ -122,8 +152,9 @@ def verify_all(*, only: Iterable[str] | None = None, workdir: Path | None = None
     return [report for report, _ in verify_all_with_contexts(only=only, workdir=workdir)]
 
 
-def verify_all_with_contexts(*, only: Iterable[str] | None = None, workdir: Path | None = None
-                             ) -> list[tuple[VerificationReport, VerifyContext]]:
+def verify_all_with_contexts(
+    *, only: Iterable[str] | None = None, workdir: Path | None = None
+) -> list[tuple[VerificationReport, VerifyContext]]:
     results = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for fam in list_families():
@@ -132,8 +163,18 @@ def verify_all_with_contexts(*, only: Iterable[str] | None = None, workdir: Path
                 out = Path(tmp) / f"{fam.name}-{var.name}"
                 install(fam, base, out, variant=var.name)
                 report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only)
-                results.append((VerificationReport(
-                    source=f"{fam.name}/{var.name} on {fam.base_tokenizer}", family=report.family,
-                    variant=report.variant, tokenizer=fam.base_tokenizer, versions=report.versions,
-                    capabilities=report.capabilities, checks=report.checks), ctx))
+                results.append(
+                    (
+                        VerificationReport(
+                            source=f"{fam.name}/{var.name} on {fam.base_tokenizer}",
+                            family=report.family,
+                            variant=report.variant,
+                            tokenizer=fam.base_tokenizer,
+                            versions=report.versions,
+                            capabilities=report.capabilities,
+                            checks=report.checks,
+                        ),
+                        ctx,
+                    )
+                )
     return results

@@ -7,7 +7,7 @@ import os
 
 from ..conversations.probes import Probe
 from ..conversations.records import read_messages_file
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..families.registry import Family
 from ..template.rendering import Renderer
 from ..verification.context import VerifyContext
@@ -22,48 +22,90 @@ def _other_side(ctx: VerifyContext, fam: Family | None, name: str, probe: Probe,
     """The rendering to align with: the official renderer's ids, or another variant of the family."""
     if diff_with == "reference":
         if ctx.variant is None or ctx.variant.family not in REFERENCES:
-            raise UsageError(f"{{diff_with}} reference: no official renderer for {name}",
-                             hint=f"official renderers: {', '.join(REFERENCES)}", parameter="diff_with")
+            raise UsageError(
+                f"{option('diff_with')} reference: no official renderer for {name}",
+                hint=f"official renderers: {', '.join(REFERENCES)}",
+                parameter="diff_with",
+            )
         try:
-            return ids_view(ctx.tokenizer, reference_ids(ctx, probe), title=REFERENCES[ctx.variant.family][0],
-                            control_tokens=ctx.control_tokens)
+            return ids_view(
+                ctx.tokenizer,
+                reference_ids(ctx, probe),
+                title=REFERENCES[ctx.variant.family][0],
+                control_tokens=ctx.control_tokens,
+            )
         except Unsupported as why:
-            raise UsageError(f"{{diff_with}} reference: the official renderer cannot express this conversation "
-                             f"({why})", hint="compare with another variant instead", parameter="diff_with") from None
+            raise UsageError(
+                f"{option('diff_with')} reference: the official renderer cannot express this conversation ({why})",
+                hint="compare with another variant instead",
+                parameter="diff_with",
+            ) from None
     if fam is None:
-        raise UsageError("{diff_with} VARIANT needs a bundled family: pass {family}", hint="hf-chat-templates list",
-                         parameter="diff_with")
+        raise UsageError(
+            f"{option('diff_with')} VARIANT needs a bundled family: pass {option('family')}",
+            hint="hf-chat-templates list",
+            parameter="diff_with",
+        )
     other_var = fam.variant(diff_with)
     out = Renderer(ctx.tokenizer, other_var.template, other_var.kwarg_defaults).render(
-        probe.message_list(), probe.tool_list(), add_generation_prompt=probe.add_generation_prompt)
+        probe.message_list(), probe.tool_list(), add_generation_prompt=probe.add_generation_prompt
+    )
     if not out.ok:
-        raise UsageError(f"{{diff_with}} {diff_with}: {fam.name}/{diff_with} does not render this "
-                         f"conversation: {out.error}", hint="compare with another variant", parameter="diff_with")
-    return token_view(ctx.tokenizer, out.text or "", title=f"{fam.name}/{diff_with}",
-                      control_tokens=ctx.control_tokens)
+        raise UsageError(
+            f"{option('diff_with')} {diff_with}: {fam.name}/{diff_with} does not render this conversation: {out.error}",
+            hint="compare with another variant",
+            parameter="diff_with",
+        )
+    return token_view(ctx.tokenizer, out.text or "", title=f"{fam.name}/{diff_with}", control_tokens=ctx.control_tokens)
 
 
-def view_conversation(source: str, messages_file: os.PathLike[str] | str, *, family: str | None = None,
-                      variant: str | None = None, template: os.PathLike[str] | str | None = None,
-                      add_generation_prompt: bool = False, diff_with: str | None = None, ids: bool = False,
-                      width: int | None = None, html: bool = False, color: bool | None = None
-                      ) -> tuple[str, str | None]:
+def view_conversation(
+    source: str,
+    messages_file: os.PathLike[str] | str,
+    *,
+    family: str | None = None,
+    variant: str | None = None,
+    template: os.PathLike[str] | str | None = None,
+    add_generation_prompt: bool = False,
+    diff_with: str | None = None,
+    ids: bool = False,
+    width: int | None = None,
+    html: bool = False,
+    color: bool | None = None,
+) -> tuple[str, str | None]:
     """(terminal text, HTML page or None) for one conversation rendered on the tokenizer at `source`."""
     messages, tools = read_messages_file(messages_file)
-    probe = Probe("messages", tuple(messages), tuple(tools) if tools is not None else None,
-                  add_generation_prompt=add_generation_prompt, description="the conversation given")
-    ctx, fam, var, _ = load_context(source, family=family, variant=variant, template=template, probes=(probe,))
+    probe = Probe(
+        "messages",
+        tuple(messages),
+        tuple(tools) if tools is not None else None,
+        add_generation_prompt=add_generation_prompt,
+        description="the conversation given",
+    )
+    ctx, fam, var, _ = load_context(
+        source,
+        family=family,
+        variant=variant,
+        template=os.fspath(template) if template is not None else None,
+        probes=(probe,),
+    )
     rendered = ctx.rendered[probe.id]
     if not rendered.ok:
-        raise UsageError(f"{messages_file}: the template does not render this conversation: {rendered.error}",
-                         hint="hf-chat-templates verify SOURCE shows which inputs the template accepts",
-                         path=messages_file, parameter="messages")
+        raise UsageError(
+            f"{messages_file}: the template does not render this conversation: {rendered.error}",
+            hint="hf-chat-templates verify SOURCE shows which inputs the template accepts",
+            path=messages_file,
+            parameter="messages",
+        )
     view = context_view(ctx, probe.id)
     name = f"{fam.name}/{var.name}" if fam and var else "template"
     view.title = f"{name} on {source}"
     aligned = diff_views(view, _other_side(ctx, fam, name, probe, diff_with)) if diff_with else None
-    text = (aligned_terminal(aligned, width=width, color=color) if aligned else
-            to_terminal(view, width=width, color=color, ids=ids))
+    text = (
+        aligned_terminal(aligned, width=width, color=color)
+        if aligned
+        else to_terminal(view, width=width, color=color, ids=ids)
+    )
     page = None
     if html:
         body = aligned_html(aligned, anchor="first-difference") if aligned else to_html(view)

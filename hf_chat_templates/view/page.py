@@ -4,10 +4,9 @@ its id, message and mask."""
 from __future__ import annotations
 
 import html
-from typing import Iterable
+from collections.abc import Iterable
 
 from .tokens import Aligned, TokenView
-
 
 CSS = """
 body{font:14px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#15171c;color:#d8dee9;margin:24px}
@@ -43,8 +42,15 @@ def _html_piece(text: str) -> str:
     return "".join(out)
 
 
-def to_html(view: TokenView, *, highlight: Iterable[int] = (), here: int | None = None,
-            window: tuple[int, int] | None = None, anchor: str | None = None, side: str = "") -> str:
+def to_html(
+    view: TokenView,
+    *,
+    highlight: Iterable[int] = (),
+    here: int | None = None,
+    window: tuple[int, int] | None = None,
+    anchor: str | None = None,
+    side: str = "",
+) -> str:
     """The view as an HTML fragment. Every token is a span with data-i (position), data-id (id), data-msg, and the
     classes t (token), c (control token), m (trained by the mask), x (differs from the other side), here (the
     failure's token); its title shows the id on hover."""
@@ -54,24 +60,39 @@ def to_html(view: TokenView, *, highlight: Iterable[int] = (), here: int | None 
     if start > 0:
         parts.append(f'<span class="gap">… {start} tokens before …</span>\n')
     for tok in view.tokens[start:stop]:
-        classes = ["t"] + (["c"] if tok.control else []) + (["m"] if tok.trained else []) + (
-            ["x"] if tok.index in marked else []) + (["here"] if tok.index == here else [])
-        title = f"token {tok.index} · id {tok.id}" + (f" · message {tok.message}" if tok.message is not None else "") + (
-            " · trained" if tok.trained else "") + (" · control" if tok.control else "")
-        attrs = (f' data-i="{tok.index}" data-id="{tok.id}"' + (f' data-msg="{tok.message}"' if tok.message is not None
-                                                              else "") + (f' data-side="{side}"' if side else ""))
+        classes = (
+            ["t"]
+            + (["c"] if tok.control else [])
+            + (["m"] if tok.trained else [])
+            + (["x"] if tok.index in marked else [])
+            + (["here"] if tok.index == here else [])
+        )
+        title = (
+            f"token {tok.index} · id {tok.id}"
+            + (f" · message {tok.message}" if tok.message is not None else "")
+            + (" · trained" if tok.trained else "")
+            + (" · control" if tok.control else "")
+        )
+        attrs = (
+            f' data-i="{tok.index}" data-id="{tok.id}"'
+            + (f' data-msg="{tok.message}"' if tok.message is not None else "")
+            + (f' data-side="{side}"' if side else "")
+        )
         if tok.index == here and anchor:
             attrs += f' id="{html.escape(anchor)}"'
-        parts.append(f'<span class="{" ".join(classes)}"{attrs} title="{html.escape(title)}">'
-                     f"{_html_piece(tok.text)}</span>")
+        parts.append(
+            f'<span class="{" ".join(classes)}"{attrs} title="{html.escape(title)}">{_html_piece(tok.text)}</span>'
+        )
     if stop < len(view.tokens):
         parts.append(f'\n<span class="gap">… {len(view.tokens) - stop} tokens after …</span>')
     trained = sum(t.trained for t in view.tokens)
-    notes = "".join(f'<div class="note">message {i} is not trained: {html.escape(why)}</div>'
-                    for i, why in view.untrained) + "".join(f'<div class="note">{html.escape(n)}</div>'
-                                                            for n in view.notes)
-    return (f'<div class="note">{html.escape(view.title)}: {len(view.tokens)} tokens, {trained} trained</div>'
-            f'<div class="view" data-title="{html.escape(view.title)}">{"".join(parts)}</div>{notes}')
+    notes = "".join(
+        f'<div class="note">message {i} is not trained: {html.escape(why)}</div>' for i, why in view.untrained
+    ) + "".join(f'<div class="note">{html.escape(n)}</div>' for n in view.notes)
+    return (
+        f'<div class="note">{html.escape(view.title)}: {len(view.tokens)} tokens, {trained} trained</div>'
+        f'<div class="view" data-title="{html.escape(view.title)}">{"".join(parts)}</div>{notes}'
+    )
 
 
 def aligned_html(aligned: Aligned, *, anchor: str | None = None, context: int = 40) -> str:
@@ -87,22 +108,42 @@ def aligned_html(aligned: Aligned, *, anchor: str | None = None, context: int = 
             return None
         return max(0, at - context), min(len(view.tokens), at + context)
 
-    head = ("token for token equal" if first is None
-            else f"they part ways at token {first}: {len(left_marked)} token(s) differ on the left, "
-                 f"{len(right_marked)} on the right")
-    return (f'<div class="msg">{html.escape(head)}</div><div class="side"><div>'
-            + to_html(aligned.left, highlight=left_marked, here=here_left, window=window(aligned.left, here_left),
-                      anchor=anchor, side="left")
-            + "</div><div>"
-            + to_html(aligned.right, highlight=right_marked, here=right_first,
-                      window=window(aligned.right, right_first), side="right")
-            + "</div></div>")
+    head = (
+        "token for token equal"
+        if first is None
+        else f"they part ways at token {first}: {len(left_marked)} token(s) differ on the left, "
+        f"{len(right_marked)} on the right"
+    )
+    return (
+        f'<div class="msg">{html.escape(head)}</div><div class="side"><div>'
+        + to_html(
+            aligned.left,
+            highlight=left_marked,
+            here=here_left,
+            window=window(aligned.left, here_left),
+            anchor=anchor,
+            side="left",
+        )
+        + "</div><div>"
+        + to_html(
+            aligned.right,
+            highlight=right_marked,
+            here=right_first,
+            window=window(aligned.right, right_first),
+            side="right",
+        )
+        + "</div></div>"
+    )
 
 
 def html_page(title: str, body: str) -> str:
-    legend = ('<div class="legend note"><span><span class="t">tok</span><span class="t">ens</span> token boundaries'
-              '</span><span class="c">&lt;|control|&gt;</span> control token <span class="m">trained</span> '
-              'assistant mask <span class="x">differs</span> <span class="ws">· ↵ →</span> space, newline, tab; '
-              'hover a token for its id</div>')
-    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{legend}{body}</body></html>\n")
+    legend = (
+        '<div class="legend note"><span><span class="t">tok</span><span class="t">ens</span> token boundaries'
+        '</span><span class="c">&lt;|control|&gt;</span> control token <span class="m">trained</span> '
+        'assistant mask <span class="x">differs</span> <span class="ws">· ↵ →</span> space, newline, tab; '
+        "hover a token for its id</div>"
+    )
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{legend}{body}</body></html>\n"
+    )

@@ -4,7 +4,7 @@ page (the matrix, then for every failure the tokens around it, both sides aligne
 from __future__ import annotations
 
 import html
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..template.engines import render_minijinja
 from ..template.rendering import frozen_clock
@@ -76,23 +76,41 @@ def _failure_sides(ctx: VerifyContext, check: CheckResult) -> Aligned | None:
     ours.title = f"template, probe {probe.id}"
     if check.id in ("reference-parity", "engine-parity"):  # both compare against the frozen clock's rendering
         with frozen_clock(CLOCKS[0]):
-            text = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                       add_generation_prompt=probe.add_generation_prompt).text or ""
+            text = (
+                ctx.renderer.render(
+                    probe.message_list(),
+                    probe.tool_list(),
+                    cache=False,
+                    add_generation_prompt=probe.add_generation_prompt,
+                ).text
+                or ""
+            )
     if check.id == "reference-parity":
         name = REFERENCES[ctx.variant.family][0] if ctx.variant else "reference"
         ours = token_view(ctx.tokenizer, text, title=f"template, probe {probe.id}", control_tokens=ctx.control_tokens)
-        other = ids_view(ctx.tokenizer, reference_ids(ctx, probe), title=f"{name}, probe {probe.id}",
-                         control_tokens=ctx.control_tokens)
+        other = ids_view(
+            ctx.tokenizer,
+            reference_ids(ctx, probe),
+            title=f"{name}, probe {probe.id}",
+            control_tokens=ctx.control_tokens,
+        )
     elif check.id == "engine-parity":
-        rendered = render_minijinja(ctx.template, probe.message_list(), probe.tool_list(),
-                                    add_generation_prompt=probe.add_generation_prompt,
-                                    variables={**ctx.renderer.template_variables(), **ctx.kwargs}, clock=CLOCKS[0])
+        rendered = render_minijinja(
+            ctx.template,
+            probe.message_list(),
+            probe.tool_list(),
+            add_generation_prompt=probe.add_generation_prompt,
+            variables={**ctx.renderer.template_variables(), **ctx.kwargs},
+            clock=CLOCKS[0],
+        )
         if not rendered.ok:
             return None
-        ours = token_view(ctx.tokenizer, text, title=f"transformers, probe {probe.id}",
-                          control_tokens=ctx.control_tokens)
-        other = token_view(ctx.tokenizer, rendered.text or "", title=f"minijinja, probe {probe.id}",
-                           control_tokens=ctx.control_tokens)
+        ours = token_view(
+            ctx.tokenizer, text, title=f"transformers, probe {probe.id}", control_tokens=ctx.control_tokens
+        )
+        other = token_view(
+            ctx.tokenizer, rendered.text or "", title=f"minijinja, probe {probe.id}", control_tokens=ctx.control_tokens
+        )
     else:  # completion-matches-content: the rendering vs generation prompt + content + stop token
         messages = probe.message_list()
         prompt = ctx.renderer.render(messages[:-1], probe.tool_list(), add_generation_prompt=True)
@@ -100,10 +118,15 @@ def _failure_sides(ctx: VerifyContext, check: CheckResult) -> Aligned | None:
             return None
         expected = (prompt.text or "") + str(messages[-1]["content"]) + ctx.stop_tokens[0]
         full = ctx.rendered[probe.id].text or ""
-        other = token_view(ctx.tokenizer, expected, title=f"prompt + content + {ctx.stop_tokens[0]}",
-                           control_tokens=ctx.control_tokens)
-        ours = token_view(ctx.tokenizer, full[:len(expected) + 40], title=f"template, probe {probe.id}",
-                          control_tokens=ctx.control_tokens)
+        other = token_view(
+            ctx.tokenizer, expected, title=f"prompt + content + {ctx.stop_tokens[0]}", control_tokens=ctx.control_tokens
+        )
+        ours = token_view(
+            ctx.tokenizer,
+            full[: len(expected) + 40],
+            title=f"template, probe {probe.id}",
+            control_tokens=ctx.control_tokens,
+        )
     return diff_views(ours, other)
 
 
@@ -135,8 +158,9 @@ def failure_html(ctx: VerifyContext, report: VerificationReport, check: CheckRes
     return f'<section class="failure">{"".join(parts)}</section>'
 
 
-def verification_html(results: Sequence[tuple[VerificationReport, VerifyContext]], *,
-                      title: str = "hf-chat-templates verify") -> str:
+def verification_html(
+    results: Sequence[tuple[VerificationReport, VerifyContext]], *, title: str = "hf-chat-templates verify"
+) -> str:
     """The report: a matrix of variants × checks (each failure links to its section), then each variant's
     failures with the tokens around them, and one probe's full view with its assistant mask."""
     names = [f"{r.family}/{r.variant}" if r.family else r.source for r, _ in results]
@@ -151,22 +175,28 @@ def verification_html(results: Sequence[tuple[VerificationReport, VerifyContext]
                 cells.append("<td></td>")
                 continue
             mark = {"pass": "ok", "fail": "FAIL", "warn": "warn", "skip": "–"}[found.status]
-            inner = (f'<a href="#{anchor_for(report, check_id)}">{mark}</a>' if found.status == "fail" else mark)
+            inner = f'<a href="#{anchor_for(report, check_id)}">{mark}</a>' if found.status == "fail" else mark
             cells.append(f'<td class="{found.status}" title="{html.escape(found.message)}">{inner}</td>')
         rows.append(f'<tr><td class="name">{html.escape(name)}</td>{"".join(cells)}</tr>')
     key = " ".join(f"{i + 1} {html.escape(c)}" + ("," if i + 1 < len(checks) else "") for i, c in enumerate(checks))
-    body = [f'<table class="matrix"><tr><th class="name">variant</th>{head}</tr>{"".join(rows)}</table>',
-            f'<div class="note">{key}</div>']
+    body = [
+        f'<table class="matrix"><tr><th class="name">variant</th>{head}</tr>{"".join(rows)}</table>',
+        f'<div class="note">{key}</div>',
+    ]
     for name, (report, ctx) in zip(names, results):
         s = report.summary
-        body.append(f'<h2 id="{html.escape(name)}">{html.escape(name)} — {s["passed"]} passed, {s["failed"]} failed, '
-                    f'{s["warned"]} warned</h2>')
+        body.append(
+            f'<h2 id="{html.escape(name)}">{html.escape(name)} — {s["passed"]} passed, {s["failed"]} failed, '
+            f"{s['warned']} warned</h2>"
+        )
         failures = [c for c in report.checks if c.status == "fail"]
         for check in failures:
             body.append(failure_html(ctx, report, check))
-        sample = next((p for p in ("multi-turn", "tool-call", "plain") if p in ctx.rendered and ctx.rendered[p].ok),
-                      None)
+        sample = next(
+            (p for p in ("multi-turn", "tool-call", "plain") if p in ctx.rendered and ctx.rendered[p].ok), None
+        )
         if sample:
-            body.append(f"<h3>probe {sample}: the tokens, with the assistant mask</h3>" + to_html(context_view(ctx,
-                                                                                                           sample)))
+            body.append(
+                f"<h3>probe {sample}: the tokens, with the assistant mask</h3>" + to_html(context_view(ctx, sample))
+            )
     return html_page(title, "".join(body))

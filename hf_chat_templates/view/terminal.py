@@ -5,21 +5,33 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from .tokens import Aligned, TokenView
 
-
-_ANSI = {"a": "\x1b[48;5;236m", "b": "\x1b[48;5;239m", "control": "\x1b[1;38;5;215m", "trained": "\x1b[4;38;5;120m",
-         "diff": "\x1b[48;5;52m", "reset": "\x1b[0m", "dim": "\x1b[2m"}
+_ANSI = {
+    "a": "\x1b[48;5;236m",
+    "b": "\x1b[48;5;239m",
+    "control": "\x1b[1;38;5;215m",
+    "trained": "\x1b[4;38;5;120m",
+    "diff": "\x1b[48;5;52m",
+    "reset": "\x1b[0m",
+    "dim": "\x1b[2m",
+}
 
 
 def _visible(piece: str) -> str:
     return piece.replace(" ", "·").replace("\t", "→").replace("\n", "↵\n")
 
 
-def to_terminal(view: TokenView, *, width: int | None = None, color: bool | None = None, ids: bool = False,
-                highlight: Iterable[int] = ()) -> str:
+def to_terminal(
+    view: TokenView,
+    *,
+    width: int | None = None,
+    color: bool | None = None,
+    ids: bool = False,
+    highlight: Iterable[int] = (),
+) -> str:
     """The view for a terminal: ANSI colours when `color` (default: stdout is a terminal), plain text otherwise.
 
     Colour: token boundaries as alternating backgrounds, control tokens bold orange, trained tokens underlined
@@ -29,7 +41,9 @@ def to_terminal(view: TokenView, *, width: int | None = None, color: bool | None
     width = width or shutil.get_terminal_size((100, 24)).columns
     marked = set(highlight)
     out_lines: list[str] = []
-    line, mask_line, used = [], [], 0
+    line: list[str] = []
+    mask_line: list[str] = []
+    used = 0
 
     def flush() -> None:
         nonlocal line, mask_line, used
@@ -60,8 +74,9 @@ def to_terminal(view: TokenView, *, width: int | None = None, color: bool | None
             flush()
     flush()
     trained = sum(t.trained for t in view.tokens)
-    legend = (f"{view.title}: {len(view.tokens)} tokens, {trained} trained"
-              + ("" if color else "  (| token boundary, ⟦ ⟧ control token, ^ trained, · space, ↵ newline)"))
+    legend = f"{view.title}: {len(view.tokens)} tokens, {trained} trained" + (
+        "" if color else "  (| token boundary, ⟦ ⟧ control token, ^ trained, · space, ↵ newline)"
+    )
     notes = [f"message {i} is not trained: {why}" for i, why in view.untrained] + view.notes
     return "\n".join([legend, *out_lines, *notes])
 
@@ -71,7 +86,16 @@ def aligned_terminal(aligned: Aligned, *, width: int | None = None, color: bool 
     first = aligned.first_difference
     left_marked = {t.index for tag, a, _ in aligned.rows if tag != "equal" for t in a}
     right_marked = {t.index for tag, _, b in aligned.rows if tag != "equal" for t in b}
-    head = ("the two renderings are token for token equal" if first is None else
-            f"they part ways at token {first} of {aligned.left.title}")
-    return "\n".join([head, to_terminal(aligned.left, width=width, color=color, highlight=left_marked), "",
-                      to_terminal(aligned.right, width=width, color=color, highlight=right_marked)])
+    head = (
+        "the two renderings are token for token equal"
+        if first is None
+        else f"they part ways at token {first} of {aligned.left.title}"
+    )
+    return "\n".join(
+        [
+            head,
+            to_terminal(aligned.left, width=width, color=color, highlight=left_marked),
+            "",
+            to_terminal(aligned.right, width=width, color=color, highlight=right_marked),
+        ]
+    )

@@ -8,8 +8,9 @@ whether the assistant mask trains it and which message it belongs to; and two to
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..template.spans import Span
 from ..verification.context import VerifyContext
@@ -55,16 +56,23 @@ def _control_ids(tokenizer: Any, control_tokens: Iterable[str]) -> set[int]:
     return ids
 
 
-def token_view(tokenizer: Any, text: str, *, title: str = "", spans: Sequence[Span] = (),
-               control_tokens: Iterable[str] = (), boundaries: Sequence[int] | None = None,
-               untrained: tuple[tuple[int, str], ...] = ()) -> TokenView:
+def token_view(
+    tokenizer: Any,
+    text: str,
+    *,
+    title: str = "",
+    spans: Sequence[Span] = (),
+    control_tokens: Iterable[str] = (),
+    boundaries: Sequence[int] | None = None,
+    untrained: tuple[tuple[int, str], ...] = (),
+) -> TokenView:
     """A rendering's tokens, each with its characters, whether it is a control token, whether the mask trains it
     (it overlaps an assistant span), and the message it belongs to (from the message boundaries)."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     controls = _control_ids(tokenizer, control_tokens)
     tokens, seen = [], 0
     for i, (token_id, (start, end)) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
-        piece = text[max(start, seen):end]
+        piece = text[max(start, seen) : end]
         seen = max(seen, end)
         trained = any(end > s.start and start < s.end for s in spans)
         message = None
@@ -99,13 +107,21 @@ def context_view(ctx: VerifyContext, probe_id: str) -> TokenView:
             spans, untrained = found.spans, found.untrained
         except Exception as err:  # a prefix that does not render: the view shows no mask, and says why
             notes.append(f"no assistant mask: {err}")
-    view = token_view(ctx.tokenizer, text, title=f"probe {probe_id}", spans=spans, control_tokens=ctx.control_tokens,
-                      boundaries=ctx.message_boundaries(probe), untrained=untrained)
+    view = token_view(
+        ctx.tokenizer,
+        text,
+        title=f"probe {probe_id}",
+        spans=spans,
+        control_tokens=ctx.control_tokens,
+        boundaries=ctx.message_boundaries(probe),
+        untrained=untrained,
+    )
     view.notes += notes
     return view
 
 
 # ---- alignment --------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Aligned:
@@ -127,6 +143,7 @@ class Aligned:
 
 def diff_views(left: TokenView, right: TokenView) -> Aligned:
     matcher = difflib.SequenceMatcher(a=left.ids, b=right.ids, autojunk=False)
-    rows = tuple((tag, tuple(left.tokens[i1:i2]), tuple(right.tokens[j1:j2]))
-                 for tag, i1, i2, j1, j2 in matcher.get_opcodes())
+    rows = tuple(
+        (tag, tuple(left.tokens[i1:i2]), tuple(right.tokens[j1:j2])) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+    )
     return Aligned(left, right, rows)

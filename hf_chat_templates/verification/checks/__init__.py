@@ -4,7 +4,7 @@ mask), `portability` (the clock, other engines, the official renderer), `folder`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult

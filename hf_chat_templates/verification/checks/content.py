@@ -7,9 +7,16 @@ from ...conversations.probes import Probe
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult, Finding, around, first_difference, verdict
 
-_KIND_NAMES = {"content": "content", "system": "system content", "part": "content part", "tool_name":
-               "tool-call name", "argument": "tool-call argument value", "tool_result": "tool result",
-               "reasoning": "reasoning", "tool_schema": "tool definition"}
+_KIND_NAMES = {
+    "content": "content",
+    "system": "system content",
+    "part": "content part",
+    "tool_name": "tool-call name",
+    "argument": "tool-call argument value",
+    "tool_result": "tool result",
+    "reasoning": "reasoning",
+    "tool_schema": "tool definition",
+}
 
 
 def renders(ctx: VerifyContext) -> CheckResult:
@@ -19,18 +26,35 @@ def renders(ctx: VerifyContext) -> CheckResult:
         if r.ok:
             continue
         if r.refused:
-            refusals.append(Finding(probe.id, f"probe {probe.id} ({probe.description}) is refused by the template's "
-                                              f"raise_exception: {r.error.split(': ', 1)[-1]}", {"error": r.error}))
+            refusals.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id} ({probe.description}) is refused by the template's "
+                    f"raise_exception: {(r.error or '').split(': ', 1)[-1]}",
+                    {"error": r.error},
+                )
+            )
         else:
-            crashes.append(Finding(probe.id, f"probe {probe.id} ({probe.description}) does not render in "
-                                             f"transformers' sandbox: {r.error}", {"error": r.error}))
-    hint = ("make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
-            "as dict or JSON string, content None, content as a list of parts")
+            crashes.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id} ({probe.description}) does not render in transformers' sandbox: {r.error}",
+                    {"error": r.error},
+                )
+            )
+    hint = (
+        "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
+        "as dict or JSON string, content None, content as a list of parts"
+    )
     if crashes:
         return verdict("renders", crashes + refusals, "", hint)
-    return verdict("renders", refusals, f"all {len(ctx.probes)} probes render in transformers' sandbox",
-                   "the template explains what it does not accept; convert such inputs before rendering",
-                   status="warn")
+    return verdict(
+        "renders",
+        refusals,
+        f"all {len(ctx.probes)} probes render in transformers' sandbox",
+        "the template explains what it does not accept; convert such inputs before rendering",
+        status="warn",
+    )
 
 
 def _required(ctx: VerifyContext, capability: str | None) -> bool:
@@ -53,22 +77,38 @@ def nothing_dropped(ctx: VerifyContext) -> CheckResult:
             if probe.continue_final_message and s.message == len(probe.messages) - 1:
                 continue
             where = "the tool definitions" if s.message is None else f"message {s.message}"
-            findings.append(Finding(probe.id, f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {where} "
-                                              f"({s.text!r}) is missing from the rendering",
-                                    {"message_index": s.message, "sentinel": s.text, "kind": s.kind}))
-    return verdict("nothing-dropped", findings, "every content string, part, tool call, argument, tool result and "
-                   "reasoning the template reads is in the rendering",
-                   "render every element of message.tool_calls and every text part, not only the first")
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {where} "
+                    f"({s.text!r}) is missing from the rendering",
+                    {"message_index": s.message, "sentinel": s.text, "kind": s.kind},
+                )
+            )
+    return verdict(
+        "nothing-dropped",
+        findings,
+        "every content string, part, tool call, argument, tool result and "
+        "reasoning the template reads is in the rendering",
+        "render every element of message.tool_calls and every text part, not only the first",
+    )
 
 
 def _completion_probes(ctx: VerifyContext) -> list[Probe]:
     out = []
     for p in ctx.probes:
         last = p.messages[-1] if p.messages else {}
-        if (p.ends_with_assistant and not p.continue_final_message and isinstance(last.get("content"), str)
-                and last["content"] == last["content"].strip() and "tool_calls" not in last
-                and "reasoning_content" not in last and p.messages[-2]["role"] != "assistant"
-                and ctx.applicable(p) and ctx.rendered[p.id].ok):
+        if (
+            p.ends_with_assistant
+            and not p.continue_final_message
+            and isinstance(last.get("content"), str)
+            and last["content"] == last["content"].strip()
+            and "tool_calls" not in last
+            and "reasoning_content" not in last
+            and p.messages[-2]["role"] != "assistant"
+            and ctx.applicable(p)
+            and ctx.rendered[p.id].ok
+        ):
             out.append(p)
     return out
 
@@ -85,74 +125,100 @@ def _generated_header(ctx: VerifyContext, tail: str, answer: str) -> str | None:
     return header if any(header.endswith(t) for t in ctx.control_tokens) else None
 
 
+def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
+    """Why the trained completion of the probe's last message is not exactly its content + the stop token."""
+    messages = probe.message_list()
+    answer = messages[-1]["content"]
+    prompt_r = ctx.renderer.render(messages[:-1], probe.tool_list(), add_generation_prompt=True)
+    full = ctx.rendered[probe.id].text or ""
+    if not prompt_r.ok:
+        return Finding(probe.id, f"probe {probe.id}: the prompt does not render ({prompt_r.error})")
+    prompt = prompt_r.text or ""
+    index = len(messages) - 1
+    if not full.startswith(prompt):
+        pos = first_difference(prompt, full)
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: the generation prompt is not a prefix of the "
+            f"training rendering at char {pos}: prompt {around(prompt, pos)} vs "
+            f"conversation {around(full, pos)}",
+            {"message_index": index, "char_position": pos},
+        )
+    tail = full[len(prompt) :]
+    header = _generated_header(ctx, tail, answer)
+    if header is None:
+        pos = first_difference(answer, tail)
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: the trained completion of message {index} is not "
+            f"the content: expected {around(answer, pos)}, got {around(tail, pos)}",
+            {"message_index": index, "char_position": len(prompt) + pos},
+        )
+    rest = tail[len(header) + len(answer) :]
+    stop = next((t for t in ctx.stop_tokens if rest.startswith(t)), None)
+    if stop is None:
+        nearest = min(((rest.find(t), t) for t in ctx.stop_tokens if t in rest), default=(-1, None))
+        extra = rest[: nearest[0]] if nearest[0] > 0 else rest[:20]
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: message {index}: after the content comes "
+            f"{extra!r} before the stop token {nearest[1] or ctx.stop_tokens[0]}: "
+            f"the model is trained to write it; "
+            f"{around(full, len(prompt) + len(header) + len(answer))}",
+            {"message_index": index, "char_position": len(prompt) + len(header) + len(answer), "extra": extra},
+        )
+    after = rest[len(stop) :]
+    if after.strip():
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: message {index}: text {after[:20]!r} follows the stop token {stop}",
+            {"message_index": index},
+        )
+    prompt_ids, full_ids = ctx.renderer.encode(prompt), ctx.renderer.encode(full)
+    if full_ids[: len(prompt_ids)] != prompt_ids:
+        i = first_difference(prompt_ids, full_ids)
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: the prompt's tokens are not a prefix of the "
+            f"conversation's at token {i}: {ctx.pieces(prompt_ids[i : i + 2])} vs "
+            f"{ctx.pieces(full_ids[i : i + 2])} (the answer merges into the prompt)",
+            {"message_index": index, "token_position": i},
+        )
+    completion = full_ids[len(prompt_ids) :]
+    stop_id = ctx.token_id(stop)
+    if stop_id not in completion or ctx.tokenizer.decode(completion[: completion.index(stop_id)]) != header + answer:
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: message {index}: the completion tokens "
+            f"{ctx.pieces(completion[:8])} do not decode to the content then "
+            f"{stop}",
+            {"message_index": index, "token_position": len(prompt_ids)},
+        )
+    return None
+
+
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
-        return CheckResult("completion-matches-content", "fail", "no stop token is known for this template",
-                           hint="declare stop_tokens in the family config")
+        return CheckResult(
+            "completion-matches-content",
+            "fail",
+            "no stop token is known for this template",
+            hint="declare stop_tokens in the family config",
+        )
     findings = []
     probes = _completion_probes(ctx)
     for probe in probes:
-        messages = probe.message_list()
-        answer = messages[-1]["content"]
-        prompt_r = ctx.renderer.render(messages[:-1], probe.tool_list(), add_generation_prompt=True)
-        full = ctx.rendered[probe.id].text or ""
-        if not prompt_r.ok:
-            findings.append(Finding(probe.id, f"probe {probe.id}: the prompt does not render ({prompt_r.error})"))
-            continue
-        prompt = prompt_r.text or ""
-        index = len(messages) - 1
-        if not full.startswith(prompt):
-            pos = first_difference(prompt, full)
-            findings.append(Finding(probe.id, f"probe {probe.id}: the generation prompt is not a prefix of the "
-                                              f"training rendering at char {pos}: prompt {around(prompt, pos)} vs "
-                                              f"conversation {around(full, pos)}",
-                                    {"message_index": index, "char_position": pos}))
-            continue
-        tail = full[len(prompt):]
-        header = _generated_header(ctx, tail, answer)
-        if header is None:
-            pos = first_difference(answer, tail)
-            findings.append(Finding(probe.id, f"probe {probe.id}: the trained completion of message {index} is not "
-                                              f"the content: expected {around(answer, pos)}, got {around(tail, pos)}",
-                                    {"message_index": index, "char_position": len(prompt) + pos}))
-            continue
-        rest = tail[len(header) + len(answer):]
-        stop = next((t for t in ctx.stop_tokens if rest.startswith(t)), None)
-        if stop is None:
-            nearest = min(((rest.find(t), t) for t in ctx.stop_tokens if t in rest), default=(-1, None))
-            extra = rest[:nearest[0]] if nearest[0] > 0 else rest[:20]
-            findings.append(Finding(probe.id, f"probe {probe.id}: message {index}: after the content comes "
-                                              f"{extra!r} before the stop token {nearest[1] or ctx.stop_tokens[0]}: "
-                                              f"the model is trained to write it; "
-                                              f"{around(full, len(prompt) + len(header) + len(answer))}",
-                                    {"message_index": index,
-                                     "char_position": len(prompt) + len(header) + len(answer), "extra": extra}))
-            continue
-        after = rest[len(stop):]
-        if after.strip():
-            findings.append(Finding(probe.id, f"probe {probe.id}: message {index}: text {after[:20]!r} follows the "
-                                              f"stop token {stop}", {"message_index": index}))
-            continue
-        prompt_ids, full_ids = ctx.renderer.encode(prompt), ctx.renderer.encode(full)
-        if full_ids[:len(prompt_ids)] != prompt_ids:
-            i = first_difference(prompt_ids, full_ids)
-            findings.append(Finding(probe.id, f"probe {probe.id}: the prompt's tokens are not a prefix of the "
-                                              f"conversation's at token {i}: {ctx.pieces(prompt_ids[i:i + 2])} vs "
-                                              f"{ctx.pieces(full_ids[i:i + 2])} (the answer merges into the prompt)",
-                                    {"message_index": index, "token_position": i}))
-            continue
-        completion = full_ids[len(prompt_ids):]
-        stop_id = ctx.token_id(stop)
-        if stop_id not in completion or ctx.tokenizer.decode(completion[:completion.index(stop_id)]) != header + answer:
-            findings.append(Finding(probe.id, f"probe {probe.id}: message {index}: the completion tokens "
-                                              f"{ctx.pieces(completion[:8])} do not decode to the content then "
-                                              f"{stop}", {"message_index": index, "token_position": len(prompt_ids)}))
+        finding = _completion_finding(ctx, probe)
+        if finding is not None:
+            findings.append(finding)
     if not probes:
         return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
-    return verdict("completion-matches-content", findings,
-                   f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)",
-                   "write the stop token right after the content, and let the generation prompt end where the "
-                   "answer begins")
+    return verdict(
+        "completion-matches-content",
+        findings,
+        f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)",
+        "write the stop token right after the content, and let the generation prompt end where the answer begins",
+    )
 
 
 def prefix_stable(ctx: VerifyContext) -> CheckResult:
@@ -166,23 +232,32 @@ def prefix_stable(ctx: VerifyContext) -> CheckResult:
             if messages[k - 1]["role"] == "assistant":
                 continue  # a final answer may close differently from a past one (e.g. Harmony's <|return|>)
             shorter = ctx.renderer.render(messages[:k], tools)
-            longer = ctx.renderer.render(messages[:k + 1], tools)
+            longer = ctx.renderer.render(messages[: k + 1], tools)
             if not (shorter.ok and longer.ok):
                 continue
             checked += 1
             a, b = ctx.renderer.encode(shorter.text or ""), ctx.renderer.encode(longer.text or "")
-            if b[:len(a)] != a:
+            if b[: len(a)] != a:
                 i = first_difference(a, b)
                 pos = first_difference(shorter.text or "", longer.text or "")
-                findings.append(Finding(probe.id, f"probe {probe.id}: the ids of the first {k} messages are not a "
-                                                  f"prefix of the first {k + 1}: token {i} {ctx.pieces(a[i:i + 2])} "
-                                                  f"becomes {ctx.pieces(b[i:i + 2])} ({around(longer.text or '', pos)})",
-                                        {"message_index": k, "token_position": i, "char_position": pos}))
+                findings.append(
+                    Finding(
+                        probe.id,
+                        f"probe {probe.id}: the ids of the first {k} messages are not a "
+                        f"prefix of the first {k + 1}: token {i} {ctx.pieces(a[i : i + 2])} "
+                        f"becomes {ctx.pieces(b[i : i + 2])} ({around(longer.text or '', pos)})",
+                        {"message_index": k, "token_position": i, "char_position": pos},
+                    )
+                )
                 break
     if not checked:
         return CheckResult("prefix-stable", "skip", "no multi-turn probe renders")
-    return verdict("prefix-stable", findings, f"each turn's ids extend the previous ones ({checked} prefixes)",
-                   "render earlier turns the same way whatever follows them")
+    return verdict(
+        "prefix-stable",
+        findings,
+        f"each turn's ids extend the previous ones ({checked} prefixes)",
+        "render earlier turns the same way whatever follows them",
+    )
 
 
 # ---- the same check on one dataset record (verify --conversations) ------------------------------------------------

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...tokenizer.folder import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
+from ...tokenizer.folder import (
+    CHAT_TEMPLATE_DIR,
+    CHAT_TEMPLATE_FILE,
+    GENERATION_CONFIG,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+)
 from ...tokenizer.vocab import CONTROL_FLAGS, token_content
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, first_difference, verdict
@@ -24,23 +30,36 @@ def template_sources_agree(ctx: VerifyContext) -> CheckResult:
         return CheckResult("template-sources-agree", "skip", "no folder to read")
     findings = []
     named = folder.config_templates()
-    if folder.chat_template_file is not None and "default" in named:
-        if folder.chat_template_file != named["default"]:
-            findings.append(Finding(None, f"{CHAT_TEMPLATE_FILE} and {TOKENIZER_CONFIG} key 'chat_template' differ "
-                                          f"from {_first_line_difference(folder.chat_template_file, named['default'])}:"
-                                          " transformers reads the file, TGI and llama.cpp's converter the key",
-                                    {"file": CHAT_TEMPLATE_FILE, "key": "chat_template"}))
+    default = named.get("default")
+    if folder.chat_template_file is not None and default is not None and folder.chat_template_file != default:
+        findings.append(
+            Finding(
+                None,
+                f"{CHAT_TEMPLATE_FILE} and {TOKENIZER_CONFIG} key 'chat_template' differ "
+                f"from {_first_line_difference(folder.chat_template_file, default)}:"
+                " transformers reads the file, TGI and llama.cpp's converter the key",
+                {"file": CHAT_TEMPLATE_FILE, "key": "chat_template"},
+            )
+        )
     for name, text in folder.additional_templates.items():
         if name in named and named[name] != text:
-            findings.append(Finding(None, f"{CHAT_TEMPLATE_DIR}/{name}.jinja and the '{name}' entry of "
-                                          f"{TOKENIZER_CONFIG} 'chat_template' differ from "
-                                          f"{_first_line_difference(text, named[name])}",
-                                    {"file": f"{CHAT_TEMPLATE_DIR}/{name}.jinja", "key": "chat_template"}))
+            findings.append(
+                Finding(
+                    None,
+                    f"{CHAT_TEMPLATE_DIR}/{name}.jinja and the '{name}' entry of "
+                    f"{TOKENIZER_CONFIG} 'chat_template' differ from "
+                    f"{_first_line_difference(text, named[name])}",
+                    {"file": f"{CHAT_TEMPLATE_DIR}/{name}.jinja", "key": "chat_template"},
+                )
+            )
     if folder.chat_template_file is None and not named:
         return CheckResult("template-sources-agree", "skip", "the folder holds no chat template")
-    return verdict("template-sources-agree", findings, "chat_template.jinja, the config key and "
-                   "additional_chat_templates/ say the same thing",
-                   "reinstall with hf-chat-templates install --format both, which writes them together")
+    return verdict(
+        "template-sources-agree",
+        findings,
+        "chat_template.jinja, the config key and additional_chat_templates/ say the same thing",
+        "reinstall with hf-chat-templates install --format both, which writes them together",
+    )
 
 
 def added_tokens_agree(ctx: VerifyContext) -> CheckResult:
@@ -56,20 +75,42 @@ def added_tokens_agree(ctx: VerifyContext) -> CheckResult:
         token_id = int(key)
         ours = by_id.get(token_id)
         if ours is None:
-            findings.append(Finding(None, f"{TOKENIZER_CONFIG} added_tokens_decoder[{key}] "
-                                          f"{entry.get('content')!r} is not an added token of {TOKENIZER_JSON}",
-                                    {"id": token_id, "file": TOKENIZER_CONFIG}))
+            findings.append(
+                Finding(
+                    None,
+                    f"{TOKENIZER_CONFIG} added_tokens_decoder[{key}] "
+                    f"{entry.get('content')!r} is not an added token of {TOKENIZER_JSON}",
+                    {"id": token_id, "file": TOKENIZER_CONFIG},
+                )
+            )
             continue
-        diffs = [f"{k}: {ours.get(k)!r} vs {entry.get(k)!r}" for k in FLAGS if k in entry and ours.get(k) != entry.get(k)]
+        diffs = [
+            f"{k}: {ours.get(k)!r} vs {entry.get(k)!r}" for k in FLAGS if k in entry and ours.get(k) != entry.get(k)
+        ]
         if diffs:
-            findings.append(Finding(None, f"id {token_id}: {TOKENIZER_JSON} and {TOKENIZER_CONFIG} disagree on "
-                                          + "; ".join(diffs), {"id": token_id}))
+            findings.append(
+                Finding(
+                    None,
+                    f"id {token_id}: {TOKENIZER_JSON} and {TOKENIZER_CONFIG} disagree on " + "; ".join(diffs),
+                    {"id": token_id},
+                )
+            )
     for token_id, entry in by_id.items():
         if str(token_id) not in decoder:
-            findings.append(Finding(None, f"id {token_id} {entry['content']!r} is an added token of {TOKENIZER_JSON} "
-                                          f"but missing from {TOKENIZER_CONFIG} added_tokens_decoder", {"id": token_id}))
-    return verdict("added-tokens-agree", findings, f"{len(by_id)} added tokens agree, ids and flags",
-                   "reinstall, or make added_tokens_decoder a copy of tokenizer.json's added_tokens")
+            findings.append(
+                Finding(
+                    None,
+                    f"id {token_id} {entry['content']!r} is an added token of {TOKENIZER_JSON} "
+                    f"but missing from {TOKENIZER_CONFIG} added_tokens_decoder",
+                    {"id": token_id},
+                )
+            )
+    return verdict(
+        "added-tokens-agree",
+        findings,
+        f"{len(by_id)} added tokens agree, ids and flags",
+        "reinstall, or make added_tokens_decoder a copy of tokenizer.json's added_tokens",
+    )
 
 
 def _ids(value: Any) -> list[int]:
@@ -84,27 +125,48 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
         return CheckResult("generation-config-consistent", "skip", "no folder to read")
     gen = folder.generation_config
     if gen is None:
-        return CheckResult("generation-config-consistent", "warn", f"no {GENERATION_CONFIG}: generation uses the "
-                           "model config's eos, which may not be the turn's stop token",
-                           hint="hf-chat-templates install writes one")
+        return CheckResult(
+            "generation-config-consistent",
+            "warn",
+            f"no {GENERATION_CONFIG}: generation uses the model config's eos, which may not be the turn's stop token",
+            hint="hf-chat-templates install writes one",
+        )
     tok = ctx.tokenizer
     size = len(tok)
     findings = []
     eos_ids = _ids(gen.get("eos_token_id"))
     if tok.eos_token_id is not None and tok.eos_token_id not in eos_ids:
-        findings.append(Finding(None, f"{GENERATION_CONFIG} eos_token_id {eos_ids} lacks the tokenizer's eos_token "
-                                      f"{tok.eos_token} (id {tok.eos_token_id})", {"key": "eos_token_id"}))
+        findings.append(
+            Finding(
+                None,
+                f"{GENERATION_CONFIG} eos_token_id {eos_ids} lacks the tokenizer's eos_token "
+                f"{tok.eos_token} (id {tok.eos_token_id})",
+                {"key": "eos_token_id"},
+            )
+        )
     for key, attr in (("bos_token_id", "bos_token_id"), ("pad_token_id", "pad_token_id")):
         value = gen.get(key)
         ours = getattr(tok, attr)
         if isinstance(value, int) and ours is not None and value != ours:
             name = token_content(folder.tokenizer_config.get(key.replace("_id", "")))
-            findings.append(Finding(None, f"{GENERATION_CONFIG} {key} is {value} but the tokenizer's is {ours} "
-                                          f"({name})", {"key": key}))
+            findings.append(
+                Finding(
+                    None, f"{GENERATION_CONFIG} {key} is {value} but the tokenizer's is {ours} ({name})", {"key": key}
+                )
+            )
     for key in ("eos_token_id", "bos_token_id", "pad_token_id", "decoder_start_token_id"):
         for value in _ids(gen.get(key)):
             if not 0 <= value < size:
-                findings.append(Finding(None, f"{GENERATION_CONFIG} {key} {value} is outside the vocabulary "
-                                              f"(0..{size - 1})", {"key": key}))
-    return verdict("generation-config-consistent", findings, f"{GENERATION_CONFIG} agrees with the tokenizer",
-                   "hf-chat-templates install merges the stop ids and keeps bos/pad in step")
+                findings.append(
+                    Finding(
+                        None,
+                        f"{GENERATION_CONFIG} {key} {value} is outside the vocabulary (0..{size - 1})",
+                        {"key": key},
+                    )
+                )
+    return verdict(
+        "generation-config-consistent",
+        findings,
+        f"{GENERATION_CONFIG} agrees with the tokenizer",
+        "hf-chat-templates install merges the stop ids and keeps bos/pad in step",
+    )

@@ -14,9 +14,25 @@ from ..context import CLOCKS, VerifyContext
 from ..references import REFERENCES, Unsupported, reference_ids
 from ..results import CheckResult, Finding, around, first_difference, verdict
 
-STANDARD_VARIABLES = {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token",
-                      "pad_token", "unk_token", "raise_exception", "strftime_now", "namespace", "dict", "range",
-                      "loop", "none", "true", "false"}
+STANDARD_VARIABLES = {
+    "messages",
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "bos_token",
+    "eos_token",
+    "pad_token",
+    "unk_token",
+    "raise_exception",
+    "strftime_now",
+    "namespace",
+    "dict",
+    "range",
+    "loop",
+    "none",
+    "true",
+    "false",
+}
 
 
 def _clock_kwargs(ctx: VerifyContext) -> list[str]:
@@ -33,31 +49,51 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
         outs = []
         for clock in CLOCKS:
             with frozen_clock(clock):
-                outs.append(ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                                add_generation_prompt=probe.add_generation_prompt))
+                outs.append(
+                    ctx.renderer.render(
+                        probe.message_list(),
+                        probe.tool_list(),
+                        cache=False,
+                        add_generation_prompt=probe.add_generation_prompt,
+                    )
+                )
         if not all(o.ok for o in outs) or outs[0].text == outs[1].text:
             continue
         a, b = outs[0].text or "", outs[1].text or ""
         pos = first_difference(a, b)
         pin = None
         for name in _clock_kwargs(ctx):
+            pin_kwarg: dict[str, Any] = {name: "26 Jul 2024"}
             pinned = []
             for clock in CLOCKS:
                 with frozen_clock(clock):
-                    pinned.append(ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                                      add_generation_prompt=probe.add_generation_prompt,
-                                                      **{name: "26 Jul 2024"}))
+                    pinned.append(
+                        ctx.renderer.render(
+                            probe.message_list(),
+                            probe.tool_list(),
+                            cache=False,
+                            add_generation_prompt=probe.add_generation_prompt,
+                            **pin_kwarg,
+                        )
+                    )
             if all(o.ok for o in pinned) and pinned[0].text == pinned[1].text:
                 pin = name
                 break
-        findings.append(Finding(probe.id, f"probe {probe.id}: the rendering reads the clock (message "
-                                          f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos)} on "
-                                          f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos)} on {CLOCKS[1]:%Y-%m-%d}"
-                                          + (f"; passing {pin}=… pins it" if pin else "; no kwarg pins it"),
-                                {"char_position": pos, "pinned_by": pin}))
+        findings.append(
+            Finding(
+                probe.id,
+                f"probe {probe.id}: the rendering reads the clock (message "
+                f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos)} on "
+                f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos)} on {CLOCKS[1]:%Y-%m-%d}"
+                + (f"; passing {pin}=… pins it" if pin else "; no kwarg pins it"),
+                {"char_position": pos, "pinned_by": pin},
+            )
+        )
         break
-    hint = ("pass the pinning kwarg in training (e.g. apply_chat_template(..., date_string='26 Jul 2024')), or use "
-            "a variant whose date has a fixed default")
+    hint = (
+        "pass the pinning kwarg in training (e.g. apply_chat_template(..., date_string='26 Jul 2024')), or use "
+        "a variant whose date has a fixed default"
+    )
     return verdict("deterministic", findings, "the rendering does not depend on the clock", hint)
 
 
@@ -68,28 +104,51 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
         if probe.continue_final_message or not ctx.rendered[probe.id].ok:
             continue
         with frozen_clock(CLOCKS[0]):
-            reference = ctx.renderer.render(probe.message_list(), probe.tool_list(), cache=False,
-                                            add_generation_prompt=probe.add_generation_prompt)
-        other = render_minijinja(ctx.template, probe.message_list(), probe.tool_list(),
-                                 add_generation_prompt=probe.add_generation_prompt,
-                                 variables={**variables, **ctx.kwargs}, clock=CLOCKS[0])
+            reference = ctx.renderer.render(
+                probe.message_list(), probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
+            )
+        other = render_minijinja(
+            ctx.template,
+            probe.message_list(),
+            probe.tool_list(),
+            add_generation_prompt=probe.add_generation_prompt,
+            variables={**variables, **ctx.kwargs},
+            clock=CLOCKS[0],
+        )
         if not other.ok:
-            findings.append(Finding(probe.id, f"probe {probe.id}: minijinja cannot render it: {other.error}",
-                                    {"error": other.error}))
+            findings.append(
+                Finding(
+                    probe.id, f"probe {probe.id}: minijinja cannot render it: {other.error}", {"error": other.error}
+                )
+            )
             continue
         if other.text != reference.text:
-            findings.append(ctx.text_difference(probe, "minijinja renders differently", ("transformers", "minijinja"),
-                                                reference.text or "", other.text or ""))
-    return verdict("engine-parity", findings, "minijinja renders every probe exactly as transformers",
-                   "avoid Python-only methods and filters the other engine lacks (see the message)")
+            findings.append(
+                ctx.text_difference(
+                    probe,
+                    "minijinja renders differently",
+                    ("transformers", "minijinja"),
+                    reference.text or "",
+                    other.text or "",
+                )
+            )
+    return verdict(
+        "engine-parity",
+        findings,
+        "minijinja renders every probe exactly as transformers",
+        "avoid Python-only methods and filters the other engine lacks (see the message)",
+    )
 
 
 def _reference_finding(ctx: VerifyContext, probe: Any, name: str, got: list[int], expected: list[int]) -> Finding:
     i = first_difference(got, expected)
-    theirs = ctx.tokenizer.decode(expected[i:i + 6])
-    ours = ctx.tokenizer.decode(got[i:i + 6])
-    return Finding(probe.id, f"probe {probe.id}: token {i} differs from {name}: template {ours!r} vs {name} {theirs!r}",
-                   {"token_position": i, "template_ids": got[i:i + 6], "reference_ids": expected[i:i + 6]})
+    theirs = ctx.tokenizer.decode(expected[i : i + 6])
+    ours = ctx.tokenizer.decode(got[i : i + 6])
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: token {i} differs from {name}: template {ours!r} vs {name} {theirs!r}",
+        {"token_position": i, "template_ids": got[i : i + 6], "reference_ids": expected[i : i + 6]},
+    )
 
 
 def reference_parity(ctx: VerifyContext) -> CheckResult:
@@ -112,15 +171,20 @@ def reference_parity(ctx: VerifyContext) -> CheckResult:
             skipped.append(f"{probe.id} (the reference tokenizes segments separately here)")
             continue
         with frozen_clock(CLOCKS[0]):
-            got = ctx.renderer.token_ids(probe.message_list(), probe.tool_list(),
-                                         add_generation_prompt=probe.add_generation_prompt)
+            got = ctx.renderer.token_ids(
+                probe.message_list(), probe.tool_list(), add_generation_prompt=probe.add_generation_prompt
+            )
         compared += 1
         if got != expected:
             findings.append(_reference_finding(ctx, probe, name, got, expected))
     if not compared:
         return CheckResult("reference-parity", "skip", f"no probe both the template and {name} can express")
-    result = verdict("reference-parity", findings, f"token ids equal {name} on {compared} probes",
-                     f"follow the official format that {name} renders")
+    result = verdict(
+        "reference-parity",
+        findings,
+        f"token ids equal {name} on {compared} probes",
+        f"follow the official format that {name} renders",
+    )
     if skipped:
         result.detail["not_expressible"] = skipped
     return result

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...conversations.probes import Probe, injection_probe
 from ..context import RecordContext, VerifyContext
@@ -26,19 +26,39 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
         place = f" (written in probe {where[0]} at char {where[1]})" if where[0] else " (in the template's literals)"
         detail = {"token": token, "ids": ids, "pieces": ctx.pieces(ids), "probe_char": where[1]}
         if len(ids) != 1:
-            findings.append(Finding(where[0], f"{token} is not one token: it encodes to {len(ids)} ids {ids} "
-                                              f"{ctx.pieces(ids)}{place}", detail))
+            findings.append(
+                Finding(
+                    where[0],
+                    f"{token} is not one token: it encodes to {len(ids)} ids {ids} {ctx.pieces(ids)}{place}",
+                    detail,
+                )
+            )
         elif added is None or not added.special:
-            findings.append(Finding(where[0], f"{token} is one id ({ids[0]}) but not a registered special token"
-                                              f"{place}: it is split by pre-tokenization in some contexts and "
-                                              "kept by skip_special_tokens", detail))
+            findings.append(
+                Finding(
+                    where[0],
+                    f"{token} is one id ({ids[0]}) but not a registered special token"
+                    f"{place}: it is split by pre-tokenization in some contexts and "
+                    "kept by skip_special_tokens",
+                    detail,
+                )
+            )
         elif added.normalized or added.lstrip or added.rstrip:
-            findings.append(Finding(where[0], f"{token} (id {ids[0]}) is registered with normalized="
-                                              f"{added.normalized}, lstrip={added.lstrip}, rstrip={added.rstrip}: it "
-                                              f"eats or changes the text around it{place}", detail))
-    return verdict("control-tokens-atomic", findings,
-                   f"{len(ctx.control_tokens)} control tokens, each one special id: {' '.join(ctx.control_tokens)}",
-                   "register the control tokens: hf-chat-templates install FAMILY --tokenizer SRC --output DIR")
+            findings.append(
+                Finding(
+                    where[0],
+                    f"{token} (id {ids[0]}) is registered with normalized="
+                    f"{added.normalized}, lstrip={added.lstrip}, rstrip={added.rstrip}: it "
+                    f"eats or changes the text around it{place}",
+                    detail,
+                )
+            )
+    return verdict(
+        "control-tokens-atomic",
+        findings,
+        f"{len(ctx.control_tokens)} control tokens, each one special id: {' '.join(ctx.control_tokens)}",
+        "register the control tokens: hf-chat-templates install FAMILY --tokenizer SRC --output DIR",
+    )
 
 
 def ids_match_string(ctx: VerifyContext) -> CheckResult:
@@ -48,12 +68,21 @@ def ids_match_string(ctx: VerifyContext) -> CheckResult:
         expected = ctx.renderer.encode(text)
         if ids != expected:
             i = first_difference(ids, expected)
-            findings.append(Finding(probe.id, f"probe {probe.id}: apply_chat_template(tokenize=True) differs from "
-                                              f"tokenizing the rendered string at token {i}: "
-                                              f"{ctx.pieces(ids[i:i + 3])} vs {ctx.pieces(expected[i:i + 3])}",
-                                    {"token_position": i, "tokenize_true": ids[i:i + 5], "string": expected[i:i + 5]}))
-    return verdict("ids-match-string", findings, "apply_chat_template ids equal the tokenized rendering",
-                   "tokenize rendered text with add_special_tokens=False, exactly as apply_chat_template does")
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: apply_chat_template(tokenize=True) differs from "
+                    f"tokenizing the rendered string at token {i}: "
+                    f"{ctx.pieces(ids[i : i + 3])} vs {ctx.pieces(expected[i : i + 3])}",
+                    {"token_position": i, "tokenize_true": ids[i : i + 5], "string": expected[i : i + 5]},
+                )
+            )
+    return verdict(
+        "ids-match-string",
+        findings,
+        "apply_chat_template ids equal the tokenized rendering",
+        "tokenize rendered text with add_special_tokens=False, exactly as apply_chat_template does",
+    )
 
 
 def no_double_bos(ctx: VerifyContext) -> CheckResult:
@@ -70,15 +99,23 @@ def no_double_bos(ctx: VerifyContext) -> CheckResult:
         for path, ids in paths.items():
             positions = [i for i, t in enumerate(ids) if t == bos_id]
             if len(positions) > 1:
-                findings.append(Finding(probe.id, f"probe {probe.id}: {path} has {len(positions)} BOS {bos} (id "
-                                                  f"{bos_id}) at token positions {positions[:4]}",
-                                        {"path": path, "token_positions": positions, "token": bos}))
+                findings.append(
+                    Finding(
+                        probe.id,
+                        f"probe {probe.id}: {path} has {len(positions)} BOS {bos} (id "
+                        f"{bos_id}) at token positions {positions[:4]}",
+                        {"path": path, "token_positions": positions, "token": bos},
+                    )
+                )
         if findings:
             break  # one probe shows it; every probe would repeat it
     writes = "bos_token" in ctx.template
-    hint = ("the template writes {{ bos_token }} and the tokenizer's post-processor adds it again: tokenize "
-            "rendered text with add_special_tokens=False, or drop the BOS from the post-processor"
-            if writes else "the tokenizer adds BOS twice; check its post-processor")
+    hint = (
+        "the template writes {{ bos_token }} and the tokenizer's post-processor adds it again: tokenize "
+        "rendered text with add_special_tokens=False, or drop the BOS from the post-processor"
+        if writes
+        else "the tokenizer adds BOS twice; check its post-processor"
+    )
     return verdict("no-double-bos", findings, f"at most one {bos} on both tokenization paths", hint)
 
 
@@ -88,10 +125,15 @@ def decode_roundtrip(ctx: VerifyContext) -> CheckResult:
         ids = ctx.renderer.encode(text)
         decoded = ctx.tokenizer.decode(ids)
         if decoded != text:
-            findings.append(ctx.text_difference(probe, "decoding the ids changes the text", ("rendered", "decoded"),
-                                                text, decoded))
-    return verdict("decode-roundtrip", findings, "decoding the ids gives back every rendering",
-                   "check the tokenizer's normalizer and clean_up_tokenization_spaces (set it to false)")
+            findings.append(
+                ctx.text_difference(probe, "decoding the ids changes the text", ("rendered", "decoded"), text, decoded)
+            )
+    return verdict(
+        "decode-roundtrip",
+        findings,
+        "decoding the ids gives back every rendering",
+        "check the tokenizer's normalizer and clean_up_tokenization_spaces (set it to false)",
+    )
 
 
 def boundary_merge(ctx: VerifyContext) -> CheckResult:
@@ -106,23 +148,34 @@ def boundary_merge(ctx: VerifyContext) -> CheckResult:
         for b_index, boundary in enumerate(bounds[:-1]):
             for t_index, (start, end) in enumerate(offsets):
                 if start < boundary < end:
-                    findings.append(Finding(
-                        probe.id,
-                        f"probe {probe.id}: token {t_index} {ctx.pieces([ids[t_index]])} spans the boundary between "
-                        f"message {b_index} and {b_index + 1} at char {boundary}: {around(text, boundary)}",
-                        {"token_position": t_index, "char_position": boundary, "message_index": b_index + 1}))
+                    findings.append(
+                        Finding(
+                            probe.id,
+                            f"probe {probe.id}: token {t_index} {ctx.pieces([ids[t_index]])} spans the boundary "
+                            f"between message {b_index} and {b_index + 1} at char {boundary}: {around(text, boundary)}",
+                            {"token_position": t_index, "char_position": boundary, "message_index": b_index + 1},
+                        )
+                    )
                     break
     if not checked:
         return CheckResult("boundary-merge", "skip", "no probe renders its messages as string prefixes")
-    return verdict("boundary-merge", findings, f"no token spans a message boundary ({checked} probes)",
-                   "end each turn with a control token or a newline the pre-tokenizer always splits on")
+    return verdict(
+        "boundary-merge",
+        findings,
+        f"no token spans a message boundary ({checked} probes)",
+        "end each turn with a control token or a newline the pre-tokenizer always splits on",
+    )
 
 
 def stop_token_registered(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
-        return CheckResult("stop-token-registered", "fail",
-                           "no control token follows the assistant's answer in probe plain: the model has no token "
-                           "to stop on", "plain", hint="end assistant turns with a registered special token")
+        return CheckResult(
+            "stop-token-registered",
+            "fail",
+            "no control token follows the assistant's answer in probe plain: the model has no token to stop on",
+            "plain",
+            hint="end assistant turns with a registered special token",
+        )
     gen = ctx.folder.generation_config if ctx.folder is not None else None
     eos_ids = gen.get("eos_token_id") if gen else None
     eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
@@ -134,18 +187,30 @@ def stop_token_registered(ctx: VerifyContext) -> CheckResult:
             findings.append(Finding(None, f"stop token {stop} is not one id", {"token": stop}))
             continue
         if sid not in eos_ids and stop != ctx.tokenizer.eos_token:
-            where = (f"generation_config.json eos_token_id {eos_ids}" if gen is not None
-                     else "no generation_config.json")
-            findings.append(Finding(None, f"stop token {stop} (id {sid}) is neither in {where} nor the tokenizer's "
-                                          f"eos_token {ctx.tokenizer.eos_token}: generation will not stop there",
-                                    {"token": stop, "id": sid}))
+            where = f"generation_config.json eos_token_id {eos_ids}" if gen is not None else "no generation_config.json"
+            findings.append(
+                Finding(
+                    None,
+                    f"stop token {stop} (id {sid}) is neither in {where} nor the tokenizer's "
+                    f"eos_token {ctx.tokenizer.eos_token}: generation will not stop there",
+                    {"token": stop, "id": sid},
+                )
+            )
         if sid in pad_ids:
-            findings.append(Finding(None, f"pad token is the stop token {stop} (id {sid}): masking padding by id "
-                                          "masks the stop token, and the model never learns to stop",
-                                    {"token": stop, "id": sid}))
-    return verdict("stop-token-registered", findings,
-                   f"stop tokens {' '.join(ctx.stop_tokens)} are eos ids and not pad",
-                   "hf-chat-templates install sets generation_config eos_token_id and a distinct pad token")
+            findings.append(
+                Finding(
+                    None,
+                    f"pad token is the stop token {stop} (id {sid}): masking padding by id "
+                    "masks the stop token, and the model never learns to stop",
+                    {"token": stop, "id": sid},
+                )
+            )
+    return verdict(
+        "stop-token-registered",
+        findings,
+        f"stop tokens {' '.join(ctx.stop_tokens)} are eos ids and not pad",
+        "hf-chat-templates install sets generation_config eos_token_id and a distinct pad token",
+    )
 
 
 def injection(ctx: VerifyContext) -> CheckResult:
@@ -168,19 +233,24 @@ def injection(ctx: VerifyContext) -> CheckResult:
     try:
         sanitized = ctx.renderer.token_ids(messages, sanitize_control_tokens=True)
         prevented = sum(1 for t in sanitized if t in control_ids) == expected
-    except Exception as err:  # older transformers or unsupported tokenizer
+    except Exception:  # older transformers or unsupported tokenizer
         prevented = False
-        sanitized = [str(err)]
     content_at = (r.text or "").find(messages[0]["content"])
     pos = content_at + messages[0]["content"].find(specials[0]) if content_at >= 0 else -1
     return CheckResult(
-        "injection", "warn",
+        "injection",
+        "warn",
         f"probe {probe.id}: user content spelling {' '.join(specials)} becomes {found - expected} control token(s) "
         f"(message 0, char {pos}: {around(r.text or '', pos)})"
-        + ("; apply_chat_template(..., sanitize_control_tokens=True) keeps them as text" if prevented else
-           "; sanitize_control_tokens=True did not prevent it"),
-        probe.id, {"control_ids_found": found - expected, "sanitize_prevents": prevented},
-        "pass sanitize_control_tokens=True to apply_chat_template for untrusted content")
+        + (
+            "; apply_chat_template(..., sanitize_control_tokens=True) keeps them as text"
+            if prevented
+            else "; sanitize_control_tokens=True did not prevent it"
+        ),
+        probe.id,
+        {"control_ids_found": found - expected, "sanitize_prevents": prevented},
+        "pass sanitize_control_tokens=True to apply_chat_template for untrusted content",
+    )
 
 
 # ---- the same checks on one dataset record (verify --conversations) -----------------------------------------------

@@ -15,8 +15,7 @@ def training_template_of(ctx: VerifyContext) -> tuple[str, str]:
     """The folder's named training template when it has one, else one derived from the template verified."""
     if ctx.folder is not None and (own := ctx.folder.named_template(TRAINING_TEMPLATE_NAME)) is not None:
         return own, "the folder's training template"
-    return (derive_training_template(ctx.template, ctx.stop_tokens, ctx.control_tokens),
-            "the derived training variant")
+    return (derive_training_template(ctx.template, ctx.stop_tokens, ctx.control_tokens), "the derived training variant")
 
 
 def _region(spans: tuple[Span, ...], pos: int) -> str:
@@ -28,39 +27,69 @@ def _region(spans: tuple[Span, ...], pos: int) -> str:
     return "the text after the last assistant turn"
 
 
-def _span_findings(ctx: VerifyContext, probe: Probe, found: TurnSpans, ids: list[int],
-                   offsets: list[tuple[int, int]], findings: list[Finding], untrained: list[Finding]) -> None:
+def _span_findings(
+    ctx: VerifyContext,
+    probe: Probe,
+    found: TurnSpans,
+    ids: list[int],
+    offsets: list[tuple[int, int]],
+    findings: list[Finding],
+    untrained: list[Finding],
+) -> None:
     """Each span holds a stop token and ends with it; a span whose first token starts in the prompt is noted."""
     for span in found.spans:
         if span.closing is None:
-            findings.append(Finding(probe.id, f"probe {probe.id}: the generated part of message {span.message} "
-                                              f"holds no stop token ({', '.join(ctx.stop_tokens)}): the model "
-                                              f"would never learn to end the turn",
-                                    {"message_index": span.message, "char_position": span.end}))
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: the generated part of message {span.message} "
+                    f"holds no stop token ({', '.join(ctx.stop_tokens)}): the model "
+                    f"would never learn to end the turn",
+                    {"message_index": span.message, "char_position": span.end},
+                )
+            )
             continue
         covered = [t for t, (a, b) in enumerate(offsets) if b > span.start and a < span.end]
         if covered and offsets[covered[0]][0] < span.start:
             # The content's own leading whitespace merged with the header's last token: the spans are right,
             # the data is not (at inference the prompt ends with the header's token).
             t = covered[0]
-            untrained.append(Finding(probe.id, f"probe {probe.id}: token {t} {ctx.pieces(ids[t:t + 1])} starts "
-                                               f"in the prompt and ends in the generated part of message "
-                                               f"{span.message}: the content's leading whitespace merges with "
-                                               f"the role header, a tokenization the model never sees at "
-                                               f"inference; strip leading whitespace from assistant content",
-                                     {"message_index": span.message, "token_position": t}))
+            untrained.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: token {t} {ctx.pieces(ids[t : t + 1])} starts "
+                    f"in the prompt and ends in the generated part of message "
+                    f"{span.message}: the content's leading whitespace merges with "
+                    f"the role header, a tokenization the model never sees at "
+                    f"inference; strip leading whitespace from assistant content",
+                    {"message_index": span.message, "token_position": t},
+                )
+            )
         if not covered or ids[covered[-1]] != ctx.token_id(span.closing):
             t = covered[-1] if covered else 0
-            findings.append(Finding(probe.id, f"probe {probe.id}: the generated part of message {span.message} "
-                                              f"does not end with the token {span.closing} (ends with "
-                                              f"{ctx.pieces(ids[t:t + 1])} at token {t})",
-                                    {"message_index": span.message, "token_position": t}))
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: the generated part of message {span.message} "
+                    f"does not end with the token {span.closing} (ends with "
+                    f"{ctx.pieces(ids[t : t + 1])} at token {t})",
+                    {"message_index": span.message, "token_position": t},
+                )
+            )
 
 
-def _mask_finding(ctx: VerifyContext, probe: Probe, origin: str, found: TurnSpans, ids: list[int],
-                  offsets: list[tuple[int, int]], mask: list[int], expected: list[int]) -> Finding:
+def _mask_finding(
+    ctx: VerifyContext,
+    probe: Probe,
+    origin: str,
+    found: TurnSpans,
+    ids: list[int],
+    offsets: list[tuple[int, int]],
+    mask: list[int],
+    expected: list[int],
+) -> Finding:
     t = next(i for i, (a, b) in enumerate(zip(mask, expected)) if a != b)
-    piece = ctx.pieces(ids[t:t + 1])
+    piece = ctx.pieces(ids[t : t + 1])
     region = _region(found.spans, offsets[t][0])
     message = ctx.message_at(probe, offsets[t][0])
     if expected[t]:
@@ -69,47 +98,75 @@ def _mask_finding(ctx: VerifyContext, probe: Probe, origin: str, found: TurnSpan
             region = "the stop token of " + region
     else:
         what = "marks"
-    return Finding(probe.id, f"probe {probe.id}: the mask from {origin} {what} token {t} {piece} "
-                             f"(message {message}), which is {region}",
-                   {"message_index": message, "token_position": t, "char_position": offsets[t][0]})
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: the mask from {origin} {what} token {t} {piece} (message {message}), which is {region}",
+        {"message_index": message, "token_position": t, "char_position": offsets[t][0]},
+    )
 
 
-def _check_probe(ctx: VerifyContext, probe: Probe, training: Renderer, origin: str, found: TurnSpans,
-                 findings: list[Finding], untrained: list[Finding]) -> None:
+def _check_probe(
+    ctx: VerifyContext,
+    probe: Probe,
+    training: Renderer,
+    origin: str,
+    found: TurnSpans,
+    findings: list[Finding],
+    untrained: list[Finding],
+) -> None:
     """The training template renders the probe's text, and its mask is the render-difference spans."""
     text = ctx.rendered[probe.id].text or ""
     for index, why in found.untrained:
-        untrained.append(Finding(probe.id, f"probe {probe.id}: message {index} is not trained: {why}",
-                                 {"message_index": index}))
+        untrained.append(
+            Finding(probe.id, f"probe {probe.id}: message {index} is not trained: {why}", {"message_index": index})
+        )
     flags = {"add_generation_prompt": probe.add_generation_prompt}
     other = training.render(probe.message_list(), probe.tool_list(), **flags)
     if not other.ok:
         findings.append(Finding(probe.id, f"probe {probe.id}: {origin} does not render: {other.error}"))
         return
     if other.text != text:
-        findings.append(ctx.text_difference(probe, f"{origin} renders differently from the template",
-                                            ("template", "training"), text, other.text or ""))
+        findings.append(
+            ctx.text_difference(
+                probe,
+                f"{origin} renders differently from the template",
+                ("template", "training"),
+                text,
+                other.text or "",
+            )
+        )
         return
     ids, offsets = ctx.renderer.encode_with_offsets(text)
     expected = token_mask(offsets, found.spans)
     _span_findings(ctx, probe, found, ids, offsets, findings, untrained)
     result = training.assistant_mask(probe.message_list(), probe.tool_list(), **flags)
     if result is None:
-        findings.append(Finding(probe.id, f"probe {probe.id}: {origin} has no {{% generation %}} markers: "
-                                          "transformers returns no assistant mask"))
+        findings.append(
+            Finding(
+                probe.id,
+                f"probe {probe.id}: {origin} has no {{% generation %}} markers: transformers returns no assistant mask",
+            )
+        )
         return
     got_ids, mask = result
     if got_ids != ids:
-        findings.append(Finding(probe.id, f"probe {probe.id}: apply_chat_template with {origin} gives other ids "
-                                          f"than encoding its text"))
+        findings.append(
+            Finding(
+                probe.id, f"probe {probe.id}: apply_chat_template with {origin} gives other ids than encoding its text"
+            )
+        )
     elif mask != expected:
         findings.append(_mask_finding(ctx, probe, origin, found, ids, offsets, mask, expected))
 
 
 def assistant_mask(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
-        return CheckResult("assistant-mask", "fail", "no stop token is known for this template",
-                           hint="declare stop_tokens in the family config")
+        return CheckResult(
+            "assistant-mask",
+            "fail",
+            "no stop token is known for this template",
+            hint="declare stop_tokens in the family config",
+        )
     template, origin = training_template_of(ctx)
     training = Renderer(ctx.tokenizer, template, ctx.kwargs)
     findings: list[Finding] = []
@@ -124,20 +181,30 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
         try:
             found = ctx.spans(probe)
         except Exception as err:
-            findings.append(Finding(probe.id, f"probe {probe.id}: a shorter prefix of the conversation does not "
-                                              f"render, so the turns cannot be found: {err}"))
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: a shorter prefix of the conversation does not "
+                    f"render, so the turns cannot be found: {err}",
+                )
+            )
             continue
         checked += 1
         _check_probe(ctx, probe, training, origin, found, findings, untrained)
     if not checked:
         return CheckResult("assistant-mask", "skip", "no probe with an assistant turn renders")
-    hint = ("wrap exactly the generated part, through the stop token, in {% generation %}; or install the derived "
-            "variant with hf-chat-templates install --training")
+    hint = (
+        "wrap exactly the generated part, through the stop token, in {% generation %}; or install the derived "
+        "variant with hf-chat-templates install --training"
+    )
     if findings:
         return verdict("assistant-mask", findings + untrained, "", hint)
-    return verdict("assistant-mask", untrained,
-                   f"the mask of {origin} is each assistant turn's generated part through its stop token "
-                   f"({checked} probes), and it renders the same text",
-                   "see the message: a turn rendered differently in context, or content whose leading whitespace "
-                   "merges with the role header",
-                   status="warn")
+    return verdict(
+        "assistant-mask",
+        untrained,
+        f"the mask of {origin} is each assistant turn's generated part through its stop token "
+        f"({checked} probes), and it renders the same text",
+        "see the message: a turn rendered differently in context, or content whose leading whitespace "
+        "merges with the role header",
+        status="warn",
+    )
