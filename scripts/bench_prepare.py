@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_verify import best, common_arguments, conversation  # noqa: E402  (shared with the verify benchmark)
+from bench_verify import best, common_arguments, conversation
 
 KWARGS = {"date_string": "26 Jul 2024"}
 
@@ -43,9 +43,11 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int) -> tuple[flo
     """(seconds, peak RSS in MiB) of a child process that prepares `count` conversations."""
     data = workdir / "memory.jsonl"
     write_jsonl(data, count, seed + 1)
-    code = ("import resource, sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
-            f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}); "
-            "print(time.perf_counter() - t, r.written)")
+    code = (
+        "import resource, sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
+        f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}); "
+        "print(time.perf_counter() - t, r.written)"
+    )
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -61,8 +63,7 @@ def main() -> None:
     from transformers import AutoTokenizer
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from hf_chat_templates import base_tokenizer, get_family, install
-    from hf_chat_templates import prepare
+    from hf_chat_templates import base_tokenizer, get_family, install, prepare
 
     family = get_family(args.family)
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -75,15 +76,22 @@ def main() -> None:
         records = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines()]
         tok = AutoTokenizer.from_pretrained(str(marked_folder))
         kwargs = {**tok.special_tokens_map, **family.variant().kwarg_defaults, **KWARGS}
-        rendered, _ = render_jinja_template([r["messages"] for r in records],
-                                            chat_template=tok.chat_template["default"], **kwargs)
+        rendered, _ = render_jinja_template(
+            [r["messages"] for r in records], chat_template=tok.chat_template["default"], **kwargs
+        )
 
         bare = best(lambda: tok._tokenizer.encode_batch(rendered, add_special_tokens=False), args.repeat)
 
         start = time.perf_counter()
         for r in records:
-            tok.apply_chat_template(r["messages"], chat_template="training", tokenize=True, return_dict=True,
-                                    return_assistant_tokens_mask=True, **KWARGS)
+            tok.apply_chat_template(
+                r["messages"],
+                chat_template="training",
+                tokenize=True,
+                return_dict=True,
+                return_assistant_tokens_mask=True,
+                **KWARGS,
+            )
         loop = time.perf_counter() - start
 
         reports = []
@@ -97,13 +105,17 @@ def main() -> None:
         report = reports[0]
         memory = peak_memory(marked_folder, args.memory, tmp, args.seed) if args.memory else None
 
-    print(f"{args.conversations} conversations, family {family.name}, {sum(map(len, rendered)):,} characters, "
-          f"{report.tokens:,} tokens ({report.trained_tokens / report.tokens:.1%} trained)")
+    print(
+        f"{args.conversations} conversations, family {family.name}, {sum(map(len, rendered)):,} characters, "
+        f"{report.tokens:,} tokens ({report.trained_tokens / report.tokens:.1%} trained)"
+    )
     print(f"(best of {args.repeat} for the bare encode and for prepare; the loop runs once)")
     print(f"bare encode_batch of rendered strings                 : {bare:8.2f} s   1.00x")
     print(f"apply_chat_template(return_assistant_tokens_mask) loop: {loop:8.2f} s  {loop / bare:5.2f}x")
-    print(f"prepare, spans from the training template             : {marked:8.2f} s  {marked / bare:5.2f}x  "
-          f"({loop / marked:.2f}x faster than the loop)")
+    print(
+        f"prepare, spans from the training template             : {marked:8.2f} s  {marked / bare:5.2f}x  "
+        f"({loop / marked:.2f}x faster than the loop)"
+    )
     print(f"prepare, spans from rendering differences             : {differences:8.2f} s  {differences / bare:5.2f}x")
     if memory:
         print(f"prepare streaming {args.memory} conversations: {memory[0]:.1f} s, peak RSS {memory[1]:.0f} MiB")

@@ -21,8 +21,32 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-WORDS = ("the quick brown fox jumps over the lazy dog tokenizer template model answer question "
-         "погода в Москве сегодня 天气 很好 🦙 data loss training").split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "tokenizer",
+    "template",
+    "model",
+    "answer",
+    "question",
+    "погода",
+    "в",
+    "Москве",
+    "сегодня",
+    "天气",
+    "很好",
+    "🦙",
+    "data",
+    "loss",
+    "training",
+]
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -80,8 +104,7 @@ def main() -> None:
         data = Path(tmp) / "data.jsonl"
         data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
 
-        rendered, _ = render_jinja_template([r["messages"] for r in records], chat_template=tok.chat_template,
-                                            **kwargs)
+        rendered, _ = render_jinja_template([r["messages"] for r in records], chat_template=tok.chat_template, **kwargs)
         bare = best(lambda: tok._tokenizer.encode_batch(rendered, add_special_tokens=False), args.repeat)
 
         start = time.perf_counter()
@@ -90,16 +113,22 @@ def main() -> None:
         loop = time.perf_counter() - start
 
         reports = []
-        ours = best(lambda: reports.append(
-            verify_conversations(folder, data, kwargs={"date_string": "26 Jul 2024"}, workers=args.workers)), args.repeat)
+        ours = best(
+            lambda: reports.append(
+                verify_conversations(folder, data, kwargs={"date_string": "26 Jul 2024"}, workers=args.workers)
+            ),
+            args.repeat,
+        )
         report = reports[-1]
 
     print(f"{args.conversations} conversations, family {family.name}, {sum(map(len, rendered)):,} characters")
     print(f"(best of {args.repeat} for the bare encode and for verify; the loop runs once)")
     print(f"bare encode_batch of rendered strings : {bare:8.2f} s   1.00x")
     print(f"apply_chat_template(tokenize=True) loop: {loop:8.2f} s  {loop / bare:5.2f}x")
-    print(f"verify --conversations (all checks)   : {ours:8.2f} s  {ours / bare:5.2f}x  "
-          f"({report.records} records, ok={report.ok})")
+    print(
+        f"verify --conversations (all checks)   : {ours:8.2f} s  {ours / bare:5.2f}x  "
+        f"({report.records} records, ok={report.ok})"
+    )
     sys.stdout.flush()
 
 

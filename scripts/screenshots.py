@@ -19,17 +19,36 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # As root in a closed network: no sandbox, no GPU, and none of Chromium's background connections.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
 
 
 def screenshot(page: Path, png: Path, *, width: int, height: int, profile: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         sys.exit("chromium is not installed: apt-get install chromium")
-    subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                    f"--screenshot={png}", page.as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--screenshot={png}",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def main() -> None:
@@ -52,8 +71,9 @@ def main() -> None:
             install(family, base_tokenizer(family.base_tokenizer), folder, variant=variant)
             report, ctx = verify_with_context(folder, family=family.name, variant=variant)
             page = tmp / f"{variant}.html"
-            page.write_text(verification_html([(report, ctx)], title=f"verify {family.name}/{variant}"),
-                            encoding="utf-8")
+            page.write_text(
+                verification_html([(report, ctx)], title=f"verify {family.name}/{variant}"), encoding="utf-8"
+            )
             png = DOCS / f"report-{family.name}-{variant}.png"
             screenshot(page, png, width=args.width, height=args.height, profile=tmp / "chromium")
             print(f"{png}: {report.summary}")

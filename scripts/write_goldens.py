@@ -1,6 +1,6 @@
 """Write tests/golden/FAMILY.VARIANT.json: every probe's rendering and token ids on the family's default base.
 
-    python scripts/write_goldens.py            # all families and variants
+python scripts/write_goldens.py            # all families and variants
 """
 
 from __future__ import annotations

@@ -1,55 +1,70 @@
-"""Shared fixtures: real base tokenizers (built once, cached) and a small trained tokenizer for fast tests."""
+"""Fixtures (toy tokenizers for every tier; real base tokenizers, built once and cached, for tests/real and
+tests/e2e) and the tiers: every test is marked by its folder, `unit`, `real` or `e2e`, and `slow` when it is not a
+unit test, so `-m "not slow"` selects tests/unit. Shared helpers live in tests/helpers.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from .helpers import build_toy_tokenizer, chatml_folder
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SEEDS = REPO_ROOT.parent / "shared" / "seeds"
-
-TOY_SPECIALS = [
-    "<unk>",
-    "<s>",
-    "</s>",
-    "<|reserved_special_token_0|>",
-    "<|reserved_special_token_1|>",
-    "<|reserved_special_token_2|>",
-]
-TOY_TEXT = (
-    "The quick brown fox jumps over the lazy dog. Привет, мир! 你好世界 🦙 tool call arguments "
-    "user assistant system role message separator function result weather in Paris is sunny\n"
-) * 20
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "real", "e2e")
+# Fixtures that build or load a real tokenizer: too slow for the unit tier.
+REAL_FIXTURES = frozenset({"llama3_base", "o200k_base", "sp_base", "installed_variants"})
+NOT_IN_UNIT = "unit tests may not build real tokenizers; move it to tests/real"
 
 
-def build_toy_tokenizer(folder: Path, *, add_bos: bool = True, generation_config: bool = True) -> Path:
-    """A byte-level BPE trained in well under a second, with a BOS post-processor like Llama 3's."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+# ---- the tiers -------------------------------------------------------------------------------------------------
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=TOY_SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator([TOY_TEXT], trainer=trainer)
-    if add_bos:
-        tok.post_processor = processors.TemplateProcessing(
-            single="<s>:0 $A:0", pair="<s>:0 $A:0 <s>:1 $B:1", special_tokens=[("<s>", tok.token_to_id("<s>"))]
-        )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    fast.save_pretrained(str(folder))
-    if generation_config:
-        (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}) + "\n")
-    return folder
+
+def tier_of(path: Path) -> str | None:
+    """ "unit", "real" or "e2e" for a test file under that folder of tests/, else None."""
+    try:
+        parts = Path(path).resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is None:
+            raise pytest.UsageError(f"{item.nodeid}: a test lives in tests/unit, tests/real or tests/e2e")
+        item.add_marker(getattr(pytest.mark, tier))
+        if tier != "unit":
+            item.add_marker(pytest.mark.slow)
+
+
+_current: list[pytest.Item] = []  # the test being set up, for the session-scoped fixtures below
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A unit test that asks for a real tokenizer fails before anything is built (even when an earlier test of
+    another tier already built it)."""
+    _current[:] = [item]
+    used = REAL_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if used and tier_of(item.path) == "unit":
+        pytest.fail(f"{item.nodeid} uses {', '.join(sorted(used))}: {NOT_IN_UNIT}", pytrace=False)
+
+
+def _refuse_in_unit(fixture: str) -> None:
+    """The real-tokenizer fixtures refuse to run for a test under tests/unit (e.g. one that asks for them with
+    request.getfixturevalue)."""
+    if _current and tier_of(_current[0].path) == "unit":
+        pytest.fail(f"{_current[0].nodeid} uses {fixture}: {NOT_IN_UNIT}", pytrace=False)
+
+
+# ---- toy tokenizers --------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -65,35 +80,49 @@ def toy_tokenizer(toy_tokenizer_master: Path, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture(scope="session")
-def llama3_base() -> Path:
+@pytest.fixture
+def chatml(tmp_path: Path) -> Path:
+    """tmp_path/tok: the ChatML-like baseline (helpers.GOOD on the toy tokenizer), fresh per test."""
+    return chatml_folder(tmp_path / "tok")
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ChatML-like baseline, once per module, for tests that do not change it."""
+    return chatml_folder(tmp_path_factory.mktemp("good") / "tok")
+
+
+# ---- real tokenizers (tests/real and tests/e2e only) -----------------------------------------------------------
+
+
+def base_tokenizer_path(name: str) -> Path:
     from hf_chat_templates import base_tokenizer
 
-    return base_tokenizer("llama3")
+    return base_tokenizer(name)
+
+
+@pytest.fixture(scope="session")
+def llama3_base() -> Path:
+    _refuse_in_unit("llama3_base")
+    return base_tokenizer_path("llama3")
 
 
 @pytest.fixture(scope="session")
 def o200k_base() -> Path:
-    from hf_chat_templates import base_tokenizer
-
-    return base_tokenizer("o200k-harmony")
+    _refuse_in_unit("o200k_base")
+    return base_tokenizer_path("o200k-harmony")
 
 
 @pytest.fixture(scope="session")
 def sp_base() -> Path:
-    from hf_chat_templates import base_tokenizer
-
-    return base_tokenizer("mistral-v3-sp")
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` with its bytes, to assert a folder was not touched."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    _refuse_in_unit("sp_base")
+    return base_tokenizer_path("mistral-v3-sp")
 
 
 @pytest.fixture(scope="session")
 def installed_variants(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     """Every bundled family and variant installed once on its default base tokenizer."""
+    _refuse_in_unit("installed_variants")
     from hf_chat_templates import install, list_families
 
     root = tmp_path_factory.mktemp("variants")
@@ -105,9 +134,3 @@ def installed_variants(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[s
             install(family, base, folder, variant=variant.name)
             folders[(family.name, variant.name)] = folder
     return folders
-
-
-def base_tokenizer_path(name: str) -> Path:
-    from hf_chat_templates import base_tokenizer
-
-    return base_tokenizer(name)

@@ -25,8 +25,9 @@ from urllib.parse import parse_qs, unquote, urlparse
 class Repo:
     """A repo's revisions, name -> (commit sha, files). `files` and `sha` are those of "main", the default."""
 
-    def __init__(self, files: dict[str, bytes] | None = None, sha: str = "0" * 40, private: bool = False,
-                 prs: int = 0) -> None:
+    def __init__(
+        self, files: dict[str, bytes] | None = None, sha: str = "0" * 40, private: bool = False, prs: int = 0
+    ) -> None:
         self.revisions: dict[str, tuple[str, dict[str, bytes]]] = {"main": (sha, dict(files or {}))}
         self.private = private
         self.prs = prs
@@ -178,14 +179,21 @@ class FakeHub:
                         repo = self._repo(repo_id)
                         if repo is None:
                             return
-                        revision, *rest = [unquote(p) for p in parts[i + 1:]] or ["main"]
+                        revision, *rest = [unquote(p) for p in parts[i + 1 :]] or ["main"]
                         found = self._revision(repo, revision)
                         if found is None:
                             return
                         sha, files = found
                         if verb == "revision":
-                            self._send(200, {"id": repo_id, "sha": sha, "private": repo.private,
-                                             "siblings": [{"rfilename": p} for p in sorted(files)]})
+                            self._send(
+                                200,
+                                {
+                                    "id": repo_id,
+                                    "sha": sha,
+                                    "private": repo.private,
+                                    "siblings": [{"rfilename": p} for p in sorted(files)],
+                                },
+                            )
                         else:
                             self.tree(files, "/".join(rest), parse_qs(url.query))
                         return
@@ -203,7 +211,7 @@ class FakeHub:
                 for path in sorted(files):
                     if not path.startswith(prefix):
                         continue
-                    rest = path[len(prefix):]
+                    rest = path[len(prefix) :]
                     if not recursive and "/" in rest:
                         folders.add(prefix + rest.split("/")[0])
                         continue
@@ -211,8 +219,10 @@ class FakeHub:
                         parts = rest.split("/")[:-1]
                         folders.update(prefix + "/".join(parts[:n]) for n in range(1, len(parts) + 1))
                     out.append({"type": "file", "path": path, "size": len(files[path]), "oid": blob_id(files[path])})
-                out += [{"type": "directory", "path": f, "oid": hashlib.sha1(f.encode()).hexdigest()}
-                        for f in sorted(folders)]
+                out += [
+                    {"type": "directory", "path": f, "oid": hashlib.sha1(f.encode()).hexdigest()}
+                    for f in sorted(folders)
+                ]
                 if prefix and not out:
                     self._send(404, {"error": f"{under} does not exist"}, {"X-Error-Code": "EntryNotFound"})
                     return
@@ -226,7 +236,7 @@ class FakeHub:
                     self._send(404, {"error": f"unexpected {path}"})
                     return
                 repo_id, revision = "/".join(parts[:i]), unquote(parts[i + 1])
-                filename = unquote("/".join(parts[i + 2:]))
+                filename = unquote("/".join(parts[i + 2 :]))
                 repo = self._repo(repo_id)
                 if repo is None:
                     return
@@ -236,8 +246,9 @@ class FakeHub:
                 sha, files = found
                 hub.downloads.append((repo_id, revision, filename, self.headers.get("authorization")))
                 if filename not in files:
-                    self._send(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound",
-                                                                    "X-Repo-Commit": sha})
+                    self._send(
+                        404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": sha}
+                    )
                     return
                 data = files[filename]
                 self.send_response(200)
@@ -268,7 +279,7 @@ class FakeHub:
                 for verb in ("paths-info", "preupload", "commit"):
                     if url.path.startswith("/api/models/") and verb in parts:
                         i = parts.index(verb)
-                        repo_id, revision = "/".join(parts[3:i]), unquote("/".join(parts[i + 1:]))
+                        repo_id, revision = "/".join(parts[3:i]), unquote("/".join(parts[i + 1 :]))
                         repo = self._repo(repo_id)
                         if repo is None:
                             return
@@ -292,14 +303,16 @@ class FakeHub:
 
             def preupload(self, repo: Repo, repo_id: str, revision: str, body: bytes, params: Any) -> None:
                 files = json.loads(body)["files"]
-                self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
-                                           for f in files]})
+                self._send(
+                    200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+                )
 
             def commit(self, repo: Repo, repo_id: str, revision: str, body: bytes, params: Any) -> None:
                 lines = [json.loads(line) for line in body.splitlines() if line.strip()]
                 header = next(x["value"] for x in lines if x["key"] == "header")
-                files = {x["value"]["path"]: base64.b64decode(x["value"]["content"])
-                         for x in lines if x["key"] == "file"}
+                files = {
+                    x["value"]["path"]: base64.b64decode(x["value"]["content"]) for x in lines if x["key"] == "file"
+                }
                 name = repo.name_of(revision)
                 if name is None:
                     self._send(404, {"error": f"Invalid rev id: {revision}"}, {"X-Error-Code": "RevisionNotFound"})
@@ -310,8 +323,9 @@ class FakeHub:
                     self._send(412, {"error": "A commit has happened since. Please refresh and try again."})
                     return
                 create_pr = params.get("create_pr") == ["1"]
-                hub.commits.append(Commit(repo_id, revision, create_pr, header, files,
-                                          self.headers.get("authorization")))
+                hub.commits.append(
+                    Commit(repo_id, revision, create_pr, header, files, self.headers.get("authorization"))
+                )
                 oid = hashlib.sha1(body).hexdigest()
                 response = {"commitUrl": f"{hub.endpoint}/{repo_id}/commit/{oid}", "commitOid": oid}
                 if create_pr:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -27,12 +28,14 @@ def resolve_source(source: str | Path, *, revision: str | None = None, token: st
     try:
         from huggingface_hub import snapshot_download
 
+        # HF_ENDPOINT is read at call time, as `push` does, not fixed when huggingface_hub was first imported.
         return Path(
             snapshot_download(
                 repo_id=source,
                 revision=revision,
                 token=token,
                 allow_patterns=list(TOKENIZER_FILE_PATTERNS),
+                endpoint=os.environ.get("HF_ENDPOINT") or None,
             )
         )
     except Exception as err:  # huggingface_hub raises many types for offline, 401, 404, network

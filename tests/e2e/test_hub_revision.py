@@ -19,30 +19,40 @@ import pytest
 
 from hf_chat_templates.tokenizer.folder import dump_json
 
+from ..helpers import GOOD, chatml_folder, run, snapshot
 from ..hub_server import FakeHub
-from ..test_verify_checks import GOOD, chatml_folder
-
-pytestmark = pytest.mark.slow
 
 TOKEN = "hf_good"
 REPO = "org/model"
 # The "main" revision renders nothing of a system message.
-DROPS_SYSTEM = GOOD.replace("{%- if m.content is string -%}",
-                            "{%- if m.role == 'system' -%}{%- elif m.content is string -%}")
+DROPS_SYSTEM = GOOD.replace(
+    "{%- if m.content is string -%}", "{%- if m.role == 'system' -%}{%- elif m.content is string -%}"
+)
 RECORDS = [
-    {"messages": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Hi there"},
-                  {"role": "assistant", "content": "Hello!"}]},
-    {"messages": [{"role": "system", "content": "You are a weather bot."},
-                  {"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "Sunny."}]},
-    {"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "2+2?"},
-                  {"role": "assistant", "content": "4"}]},
+    {
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Hi there"},
+            {"role": "assistant", "content": "Hello!"},
+        ]
+    },
+    {
+        "messages": [
+            {"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "Sunny."},
+        ]
+    },
+    {
+        "messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+        ]
+    },
     {"messages": [{"role": "user", "content": "No system here"}, {"role": "assistant", "content": "Fine."}]},
 ]
 WITH_SYSTEM = sum(any(m["role"] == "system" for m in r["messages"]) for r in RECORDS)
-
-
-def files_of(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +63,7 @@ def revisions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, b
     config["chat_template"] = DROPS_SYSTEM
     (broken / "tokenizer_config.json").write_bytes(dump_json(config))
     fixed = chatml_folder(tmp_path_factory.mktemp("fixed") / "tok")
-    out = {"main": files_of(broken), "fixed": files_of(fixed)}
+    out = {"main": snapshot(broken), "fixed": snapshot(fixed)}
     assert out["main"] != out["fixed"] and set(out["main"]) == set(out["fixed"])
     return out
 
@@ -82,14 +92,20 @@ def online(hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fak
 
     home = tmp_path / "hf_home"
     cache = home / "hub"
-    for name, value in {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(home), "HF_HUB_CACHE": str(cache),
-                        "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_TELEMETRY": "1"}.items():
+    for name, value in {
+        "HF_ENDPOINT": hub.endpoint,
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                        hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    )
     monkeypatch.setattr(constants, "HF_HOME", str(home))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
@@ -100,17 +116,13 @@ def online(hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fak
 def revision_lookups(hub: FakeHub) -> list[str]:
     """The revisions repo info was asked for, in order: one per fetch of the repo (snapshot_download)."""
     prefix = f"/api/models/{REPO}/revision/"
-    return [path[len(prefix):] for method, path in hub.requests if method == "GET" and path.startswith(prefix)]
+    return [path[len(prefix) :] for method, path in hub.requests if method == "GET" and path.startswith(prefix)]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
-    from hf_chat_templates.cli import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(["verify", REPO, *args, "--json"])
-    out, err = capsys.readouterr()
+    code, out, err = run(capsys, "verify", REPO, *args, "--json")
     assert out.strip(), err
-    return int(exit_info.value.code or 0), json.loads(out)
+    return code, json.loads(out)
 
 
 def statuses(doc: dict[str, Any]) -> dict[str, str]:
@@ -142,8 +154,12 @@ def test_verify_with_revision_reads_it_for_probes_and_records(
     assert all(auth == f"Bearer {TOKEN}" for *_, auth in hub.downloads)
     assert main_sha not in json.dumps(doc)
     # Only tokenizer files were fetched.
-    assert {path for _, _, path, _ in hub.downloads} <= {"tokenizer.json", "tokenizer_config.json",
-                                                       "special_tokens_map.json", "generation_config.json"}
+    assert {path for _, _, path, _ in hub.downloads} <= {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+    }
 
 
 def test_verify_without_revision_reads_the_default(
@@ -163,9 +179,7 @@ def test_verify_without_revision_reads_the_default(
 
 
 @pytest.mark.parametrize("by", ["name", "sha"])
-def test_verify_conversations_reads_the_revision(
-    online: FakeHub, conversations: Path, by: str
-) -> None:
+def test_verify_conversations_reads_the_revision(online: FakeHub, conversations: Path, by: str) -> None:
     from hf_chat_templates.verification.dataset import verify_conversations
 
     hub = online
@@ -182,12 +196,10 @@ def test_verify_conversations_reads_the_revision(
 def test_an_unknown_revision_is_a_clear_error(
     online: FakeHub, conversations: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hf_chat_templates.cli import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(["verify", REPO, "--revision", "nope", "--conversations", str(conversations), "--token", TOKEN])
-    out, err = capsys.readouterr()
-    assert exit_info.value.code == 2, out + err
+    code, out, err = run(
+        capsys, "verify", REPO, "--revision", "nope", "--conversations", str(conversations), "--token", TOKEN
+    )
+    assert code == 2, out + err
     assert "org/model" in err and "RevisionNotFoundError" in err and "Traceback" not in err
     assert TOKEN not in out + err
 
@@ -195,14 +207,22 @@ def test_an_unknown_revision_is_a_clear_error(
 def test_cli_process_reads_the_revision(hub: FakeHub, conversations: Path, tmp_path: Path) -> None:
     """The command as a user runs it, in a fresh process whose huggingface_hub reads HF_ENDPOINT at import."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_TOKEN", "HF_HUB_CACHE")}
-    env.update({"HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(tmp_path / "home"),
-                "HF_HUB_OFFLINE": "0", "HF_TOKEN": TOKEN})
+    env.update(
+        {
+            "HF_ENDPOINT": hub.endpoint,
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HOME": str(tmp_path / "home"),
+            "HF_HUB_OFFLINE": "0",
+            "HF_TOKEN": TOKEN,
+        }
+    )
     docs = {}
     for revision in ("fixed", None):
         args = ["verify", REPO, "--conversations", str(conversations), "--json"]
         args += ["--revision", revision] if revision else []
-        result = subprocess.run([sys.executable, "-m", "hf_chat_templates", *args], env=env, capture_output=True,
-                                text=True, timeout=600)
+        result = subprocess.run(
+            [sys.executable, "-m", "hf_chat_templates", *args], env=env, capture_output=True, text=True, timeout=600
+        )
         assert result.returncode == (0 if revision else 1), result.stderr
         docs[revision] = json.loads(result.stdout)
     fixed, default = docs["fixed"], docs[None]

@@ -70,8 +70,12 @@ def test_compile_template_uses_transformers_settings() -> None:
     )
     assert compiled.render(messages=[{"content": "a"}, {"content": "b"}]) == "a\nb\n"
     # loopcontrols, the {% generation %} tag, and the raise_exception global are available.
-    assert _compat.compile_template("{% for i in [1, 2, 3] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endfor %}"
-                                    ).render() == "1"
+    assert (
+        _compat.compile_template(
+            "{% for i in [1, 2, 3] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endfor %}"
+        ).render()
+        == "1"
+    )
     assert _compat.compile_template("<{% generation %}x{% endgeneration %}>").render() == "<x>"
     from jinja2.exceptions import TemplateError
 
@@ -167,15 +171,20 @@ def test_render_conversations_matches_apply_chat_template(toy_tokenizer_master: 
     for tools in (None, TOOLS):
         for add in (False, True):
             expected = tok.apply_chat_template(
-                CONVERSATIONS, chat_template=TEMPLATE, tools=tools, tokenize=False, add_generation_prompt=add,
+                CONVERSATIONS,
+                chat_template=TEMPLATE,
+                tools=tools,
+                tokenize=False,
+                add_generation_prompt=add,
                 greeting="hello",
             )
             got = _compat.render_conversations(
                 TEMPLATE, CONVERSATIONS, tools, add_generation_prompt=add, greeting="hello", **tok.special_tokens_map
             )
             assert got == expected
-    assert _compat.render_conversations(TEMPLATE, CONVERSATIONS[:1], TOOLS, add_generation_prompt=True,
-                                        bos_token="<s>", greeting="!") == ["<s>[tools:1]<user>a</user><assistant>!"]
+    assert _compat.render_conversations(
+        TEMPLATE, CONVERSATIONS[:1], TOOLS, add_generation_prompt=True, bos_token="<s>", greeting="!"
+    ) == ["<s>[tools:1]<user>a</user><assistant>!"]
 
 
 def test_render_with_assistant_indices_gives_marked_spans() -> None:
@@ -254,7 +263,10 @@ def test_component_state_of_tokenizers_components() -> None:
     from tokenizers import decoders, normalizers, pre_tokenizers
 
     assert _compat.component_state(pre_tokenizers.ByteLevel(add_prefix_space=False)) == {
-        "type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True,
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": True,
     }
     assert _compat.component_state(decoders.ByteLevel())["type"] == "ByteLevel"
     assert _compat.component_state(normalizers.NFC()) == {"type": "NFC"}
@@ -331,8 +343,12 @@ def test_llama_header_ids() -> None:
     header = _compat.llama_header_ids(chat, "assistant")
     assert isinstance(header, list)
     start, end = tokenizer.special_tokens["<|start_header_id|>"], tokenizer.special_tokens["<|end_header_id|>"]
-    assert header == [start, *tokenizer.encode("assistant", bos=False, eos=False), end,
-                      *tokenizer.encode("\n\n", bos=False, eos=False)]
+    assert header == [
+        start,
+        *tokenizer.encode("assistant", bos=False, eos=False),
+        end,
+        *tokenizer.encode("\n\n", bos=False, eos=False),
+    ]
     # Llama 3's own ids for "<|start_header_id|>assistant<|end_header_id|>\n\n"
     assert header == [128006, 78191, 128007, 271]
     assert _compat.llama_header_ids(chat, "user")[1:-2] == tokenizer.encode("user", bos=False, eos=False)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from hf_chat_templates import errors
-from hf_chat_templates.cli import main
 from hf_chat_templates.cli.main import option_name
 from hf_chat_templates.errors import (
     ConfigError,
@@ -20,20 +19,15 @@ from hf_chat_templates.errors import (
     option,
 )
 
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
-
+from ..helpers import run
 
 # ---- the error object ------------------------------------------------------------------------------------------
 
 
 def test_error_carries_its_data() -> None:
-    err = UsageError(f"bad {option('output')}", hint=f"pass {option('force')}", path="a/b", key="k", line=3,
-                     parameter="output")
+    err = UsageError(
+        f"bad {option('output')}", hint=f"pass {option('force')}", path="a/b", key="k", line=3, parameter="output"
+    )
     assert (err.path, err.key, err.line, err.parameter) == (Path("a/b"), "k", 3, "output")
     assert isinstance(err.path, Path)
     assert str(err) == "bad output" and err.hint == "pass force"
@@ -129,8 +123,9 @@ def prepare_args(toy_tokenizer: Path, tmp_path: Path) -> list[str]:
     return ["prepare", str(toy_tokenizer), "--conversations", str(conversations), "--output", str(tmp_path / "o")]
 
 
-def test_cli_prepare_max_length_zero(capsys: pytest.CaptureFixture[str], prepare_args: list[str],
-                                     tmp_path: Path) -> None:
+def test_cli_prepare_max_length_zero(
+    capsys: pytest.CaptureFixture[str], prepare_args: list[str], tmp_path: Path
+) -> None:
     pytest.importorskip("datasets")
     code, _, err = run(capsys, *prepare_args, "--max-length", "0")
     assert code == 2
@@ -148,8 +143,9 @@ def test_cli_prepare_bad_kwarg(capsys: pytest.CaptureFixture[str], prepare_args:
     assert "kwargs" not in err
 
 
-def test_cli_install_into_non_empty_output(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path,
-                                           tmp_path: Path) -> None:
+def test_cli_install_into_non_empty_output(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")

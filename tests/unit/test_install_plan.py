@@ -11,14 +11,14 @@ import pytest
 from hf_chat_templates import apply_install, plan_install
 from hf_chat_templates.errors import OutputExistsError
 
-from ..conftest import snapshot
+from ..helpers import snapshot
 
 FAMILY = "llama3.2-pythonic"
 
 
 @pytest.fixture
 def source(toy_tokenizer: Path) -> Path:
-    """tmp_path/src: a copy of the toy tokenizer (conftest.build_toy_tokenizer, trained once per session)."""
+    """tmp_path/src: a copy of the toy tokenizer (helpers.build_toy_tokenizer, trained once per session)."""
     return toy_tokenizer
 
 
@@ -32,8 +32,9 @@ def occupied(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     return out, snapshot(out)
 
 
-def test_forced_plan_replaces_a_non_empty_output(source: Path, occupied: tuple[Path, dict[str, bytes]],
-                                                 tmp_path: Path) -> None:
+def test_forced_plan_replaces_a_non_empty_output(
+    source: Path, occupied: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
     out, before = occupied
     plan = plan_install(FAMILY, source, out, force=True)
     assert plan.force is True
@@ -59,8 +60,9 @@ def test_unforced_plan_refuses_a_non_empty_output(source: Path, occupied: tuple[
     assert snapshot(out) == before
 
 
-def test_apply_force_false_overrides_a_forced_plan(source: Path, occupied: tuple[Path, dict[str, bytes]],
-                                                   tmp_path: Path) -> None:
+def test_apply_force_false_overrides_a_forced_plan(
+    source: Path, occupied: tuple[Path, dict[str, bytes]], tmp_path: Path
+) -> None:
     out, before = occupied
     plan = plan_install(FAMILY, source, out, force=True)
     assert plan.force is True

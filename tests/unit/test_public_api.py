@@ -12,7 +12,7 @@ import pytest
 
 import hf_chat_templates
 
-# The same set as tests/test_public_api.py; a change to the public surface is deliberate and changes both.
+# The same set as tests/unit/test_public_surface.py; a change to the public surface is deliberate and changes both.
 EXPECTED = {
     "CheckResult",
     "Family",

@@ -7,19 +7,25 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from hf_chat_templates import list_families
 
-from .conftest import REPO_ROOT
-
-pytestmark = pytest.mark.slow
+from ..helpers import REPO_ROOT
 
 
 def test_wheel_ships_every_family(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-         str(REPO_ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO_ROOT),
+        ],
         check=True,
         capture_output=True,
     )
@@ -39,7 +45,10 @@ def test_wheel_ships_every_family(tmp_path: Path) -> None:
     )
     result = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}"],
-        capture_output=True, text=True, check=True, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
     )
     root, count = result.stdout.split()
     assert root == str(site / "hf_chat_templates" / "model_configs")

@@ -12,9 +12,9 @@ from hf_chat_templates.conversations.probes import build_probes
 from hf_chat_templates.verification.context import VerifyContext
 from hf_chat_templates.verification.runner import run_checks
 
-from .test_verify_checks import chatml_folder
+from ..helpers import chatml_folder
 
-HOSTILE = Path(__file__).parent / "hostile"
+HOSTILE = Path(__file__).resolve().parent.parent / "hostile"
 SECRET = "hostile-secret-8731"
 EXPECTED = {
     "class_mro_subclasses": "SecurityError",

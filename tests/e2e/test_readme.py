@@ -10,11 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from .conftest import REPO_ROOT
-
-pytestmark = pytest.mark.slow
+from ..helpers import REPO_ROOT
+from ..hub_server import FakeHub
 
 
 def readme_commands() -> list[list[str]]:
@@ -38,18 +35,25 @@ def test_readme_shows_the_main_job_first() -> None:
 
 
 def test_every_readme_command_runs(tmp_path: Path) -> None:
-    from .hub_server import FakeHub
-
     shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")  # the README runs from the repository's root
     offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with FakeHub(valid_tokens=("hf_readme",)) as hub:
         hub.add_repo("org/model")
         # push talks to the local Hub stand-in; everything else runs offline
-        online = {**{k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}, "HF_ENDPOINT": hub.endpoint,
-                  "HF_TOKEN": "hf_readme", "HF_HOME": str(tmp_path / "hf_home")}
+        online = {
+            **{k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"},
+            "HF_ENDPOINT": hub.endpoint,
+            "HF_TOKEN": "hf_readme",
+            "HF_HOME": str(tmp_path / "hf_home"),
+        }
         for args in readme_commands():
-            result = subprocess.run([sys.executable, "-m", "hf_chat_templates", *args], cwd=tmp_path,
-                                    env=online if args[0] == "push" else offline, capture_output=True, text=True)
+            result = subprocess.run(
+                [sys.executable, "-m", "hf_chat_templates", *args],
+                cwd=tmp_path,
+                env=online if args[0] == "push" else offline,
+                capture_output=True,
+                text=True,
+            )
             check_result(args, result)
         assert len(hub.commits) == 1 and hub.commits[0].create_pr  # the dry run uploaded nothing
     for family in ("gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"):

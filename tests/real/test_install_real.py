@@ -14,9 +14,7 @@ import pytest
 
 from hf_chat_templates import base_tokenizer, get_family, install
 
-from .conftest import snapshot
-
-pytestmark = pytest.mark.slow
+from ..helpers import snapshot
 
 CASES = [
     ("gigachat3", "llama3"),
@@ -96,10 +94,7 @@ def test_killed_install_leaves_nothing_that_loads(tmp_path: Path) -> None:
     src = base_tokenizer("o200k-harmony")  # the largest folder, so the write takes a while
     before = snapshot(src)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    code = (
-        "import sys; from hf_chat_templates import install; "
-        "install('gpt-oss', sys.argv[1], sys.argv[2])"
-    )
+    code = "import sys; from hf_chat_templates import install; install('gpt-oss', sys.argv[1], sys.argv[2])"
     killed_mid_write = 0
     # None: kill during planning; a number: kill that many seconds after the staging folder appears.
     for i, delay in enumerate([None, 0.0, 0.05, 0.3, 1.0]):

@@ -9,69 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from hf_chat_templates.tokenizer.folder import dump_json, read_folder
 from hf_chat_templates.conversations.probes import Probe, build_probes
-from hf_chat_templates.verification.context import VerifyContext
+from hf_chat_templates.tokenizer.folder import dump_json
 from hf_chat_templates.verification.runner import run_checks
-from hf_chat_templates.tokenizer.vocab import register_control_tokens
 
-from .conftest import build_toy_tokenizer
-
-CONTROL = ["<|im_start|>", "<|im_end|>"]
-# Renders tool calls, parts and results; every control token is written from a literal.
-GOOD = (
-    "{%- if tools -%}{{- '<|im_start|>tools\\n' + tools | tojson + '<|im_end|>\\n' -}}{%- endif -%}"
-    "{%- for m in messages -%}"
-    "{{- '<|im_start|>' + m.role + '\\n' -}}"
-    "{%- if m.content is string -%}{{- m.content -}}"
-    "{%- elif m.content -%}{%- for p in m.content -%}{{- p.text -}}{%- endfor -%}{%- endif -%}"
-    "{%- for c in m.tool_calls or [] -%}"
-    "{{- '<tool_call>' + c.function.name + ' ' + (c.function.arguments if c.function.arguments is string "
-    "else c.function.arguments | tojson) + '</tool_call>' -}}"
-    "{%- endfor -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
-)
-
-
-def chatml_folder(root: Path, *, add_bos: bool = False, register: bool = True, stop_in_generation: bool = True,
-                  normalizer: dict[str, Any] | None = None) -> Path:
-    folder = build_toy_tokenizer(root, add_bos=add_bos)
-    tj_path = folder / "tokenizer.json"
-    tj = json.loads(tj_path.read_text(encoding="utf-8"))
-    if register:
-        tj, _, _ = register_control_tokens(tj, CONTROL, reuse_reserved=False)
-    if normalizer is not None:
-        tj["normalizer"] = normalizer
-    tj_path.write_bytes(dump_json(tj))
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["chat_template"] = GOOD
-    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
-    if register:
-        stop_id = next(e["id"] for e in tj["added_tokens"] if e["content"] == "<|im_end|>")
-        gen = {"bos_token_id": 1, "eos_token_id": [2, stop_id] if stop_in_generation else [2]}
-        (folder / "generation_config.json").write_bytes(dump_json(gen))
-    return folder
-
-
-def context(folder: Path, template: str = GOOD, probes: tuple[Probe, ...] | None = None) -> VerifyContext:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return VerifyContext(tokenizer, template, folder=read_folder(folder), probes=probes)
-
-
-def check(ctx: VerifyContext, check_id: str):  # type: ignore[no-untyped-def]
-    (result,) = run_checks(ctx, [check_id])
-    return result
-
-
-@pytest.fixture(scope="module")
-def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return chatml_folder(tmp_path_factory.mktemp("good") / "tok")
+from ..helpers import GOOD, chatml_folder, check, context
 
 
 def test_baseline_passes_every_check(good: Path) -> None:
@@ -86,7 +28,8 @@ def test_baseline_passes_every_check(good: Path) -> None:
 
 def test_renders_fails_on_openai_tool_calls(good: Path) -> None:
     broken = GOOD.replace("{{- m.content -}}", "{{- m.content -}}").replace(
-        "{%- elif m.content -%}", "{%- elif m.content is not defined -%}{{- m.content + '' -}}{%- elif m.content -%}")
+        "{%- elif m.content -%}", "{%- elif m.content is not defined -%}{{- m.content + '' -}}{%- elif m.content -%}"
+    )
     result = check(context(good, broken), "renders")
     assert result.status == "fail"
     assert result.probe == "tool-call"
@@ -122,7 +65,7 @@ def test_ids_match_string_fails_when_tokenize_true_differs(good: Path) -> None:
     def prepend_bos(*args: Any, **kwargs: Any) -> Any:  # what older tokenizer code paths did
         out = original(*args, **kwargs)
         if kwargs.get("tokenize"):
-            out["input_ids"] = [ctx.tokenizer.bos_token_id] + list(out["input_ids"])
+            out["input_ids"] = [ctx.tokenizer.bos_token_id, *out["input_ids"]]
         return out
 
     ctx.tokenizer.apply_chat_template = prepend_bos
@@ -181,8 +124,9 @@ def test_prefix_stable_fails_when_earlier_turns_depend_on_later_ones(good: Path)
 
 
 def test_boundary_merge_fails_when_a_token_spans_two_messages(good: Path) -> None:
-    probe = Probe("split-word", ({"role": "user", "content": "The quick brown fo"},
-                                 {"role": "assistant", "content": "x jumps"}))
+    probe = Probe(
+        "split-word", ({"role": "user", "content": "The quick brown fo"}, {"role": "assistant", "content": "x jumps"})
+    )
     ctx = context(good, "{%- for m in messages -%}{{ m.content }}{%- endfor -%}", probes=(probe,))
     result = check(ctx, "boundary-merge")
     assert result.status == "fail"
@@ -206,8 +150,10 @@ def test_stop_token_registered_fails_when_pad_is_the_stop_token(tmp_path: Path) 
 
 
 def test_deterministic_fails_on_the_clock_and_names_the_kwarg(good: Path) -> None:
-    clocked = ("{%- if not date_string is defined -%}{%- set date_string = strftime_now('%d %b %Y') -%}{%- endif -%}"
-               "{{- 'Today: ' + date_string + '\\n' -}}" + GOOD)
+    clocked = (
+        "{%- if not date_string is defined -%}{%- set date_string = strftime_now('%d %b %Y') -%}{%- endif -%}"
+        "{{- 'Today: ' + date_string + '\\n' -}}" + GOOD
+    )
     result = check(context(good, clocked), "deterministic")
     assert result.status == "fail"
     assert "reads the clock (message 0, char" in result.message and "02·Jan·2024" in result.message
@@ -231,15 +177,30 @@ def test_injection_warns_and_sanitizing_prevents_it(good: Path) -> None:
 
 def test_probe_suite_covers_the_issue_list() -> None:
     ids = {p.id for p in build_probes()}
-    assert {"plain", "system", "multi-turn", "tool-call", "tool-call-json-arguments", "parallel-tool-calls",
-            "empty-content", "content-parts", "reasoning", "unicode", "whitespace", "long", "generation-prompt",
-            "continue-final"} <= ids
+    assert {
+        "plain",
+        "system",
+        "multi-turn",
+        "tool-call",
+        "tool-call-json-arguments",
+        "parallel-tool-calls",
+        "empty-content",
+        "content-parts",
+        "reasoning",
+        "unicode",
+        "whitespace",
+        "long",
+        "generation-prompt",
+        "continue-final",
+    } <= ids
 
 
 def test_renders_warns_on_a_deliberate_refusal(good: Path) -> None:
-    refusing = ("{%- for m in messages -%}{%- for c in m.tool_calls or [] -%}{%- if c.function.arguments is string -%}"
-                "{{- raise_exception('pass tool-call arguments as a dict') -}}{%- endif -%}{%- endfor -%}"
-                "{%- endfor -%}" + GOOD)
+    refusing = (
+        "{%- for m in messages -%}{%- for c in m.tool_calls or [] -%}{%- if c.function.arguments is string -%}"
+        "{{- raise_exception('pass tool-call arguments as a dict') -}}{%- endif -%}{%- endfor -%}"
+        "{%- endfor -%}" + GOOD
+    )
     result = check(context(good, refusing), "renders")
     assert result.status == "warn"
     assert result.probe == "tool-call-json-arguments"
@@ -274,9 +235,10 @@ def test_added_tokens_agree_fails_on_a_flag_mismatch(tmp_path: Path) -> None:
     folder = chatml_folder(tmp_path / "tok")
     tj = json.loads((folder / "tokenizer.json").read_text())
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["added_tokens_decoder"] = {str(e["id"]): {k: e[k] for k in ("content", "lstrip", "normalized", "rstrip",
-                                                                        "single_word", "special")}
-                                      for e in tj["added_tokens"]}
+    config["added_tokens_decoder"] = {
+        str(e["id"]): {k: e[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+        for e in tj["added_tokens"]
+    }
     im_end = next(e["id"] for e in tj["added_tokens"] if e["content"] == "<|im_end|>")
     config["added_tokens_decoder"][str(im_end)]["special"] = False
     (folder / "tokenizer_config.json").write_bytes(dump_json(config))

@@ -12,7 +12,7 @@ from hf_chat_templates import get_family, list_families
 from hf_chat_templates.errors import ConfigError, TemplateError, UnknownNameError
 from hf_chat_templates.families.registry import load_family
 
-from .conftest import REPO_ROOT, SEEDS
+from ..helpers import REPO_ROOT, SEEDS
 
 FAMILIES = ["gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"]
 
@@ -56,7 +56,7 @@ def test_unknown_family_lists_families_and_closest() -> None:
 
 
 def test_unknown_variant_lists_variants() -> None:
-    with pytest.raises(UnknownNameError, match="family 'gpt-oss' has no variant 'upstrem'.*did you mean 'upstream'"):
+    with pytest.raises(UnknownNameError, match=r"family 'gpt-oss' has no variant 'upstrem'.*did you mean 'upstream'"):
         get_family("gpt-oss").variant("upstrem")
 
 
@@ -96,7 +96,9 @@ def test_config_stop_token_not_control(family_copy: Path) -> None:
 
 def test_config_missing_template_file(family_copy: Path) -> None:
     (family_copy / "upstream.jinja").unlink()
-    with pytest.raises(ConfigError, match=r"key 'variants\.upstream\.template' names 'upstream\.jinja', which does not exist"):
+    with pytest.raises(
+        ConfigError, match=r"key 'variants\.upstream\.template' names 'upstream\.jinja', which does not exist"
+    ):
         load_family(family_copy)
 
 

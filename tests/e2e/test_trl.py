@@ -11,19 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates import install
-from hf_chat_templates import prepare
+from hf_chat_templates import install, prepare
 from hf_chat_templates.training.features import IGNORE_INDEX
 
-from .test_prepare import write_jsonl
+from ..helpers import write_jsonl
 
-pytestmark = [pytest.mark.slow, pytest.mark.trl]
+pytestmark = pytest.mark.trl
 
 CONVERSATIONS = [
     {"messages": [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello, friend."}]},
-    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "One?"},
-                  {"role": "assistant", "content": "Yes."}, {"role": "user", "content": "Two?"},
-                  {"role": "assistant", "content": "Also yes."}]},
+    {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "One?"},
+            {"role": "assistant", "content": "Yes."},
+            {"role": "user", "content": "Two?"},
+            {"role": "assistant", "content": "Also yes."},
+        ]
+    },
 ]
 
 
@@ -34,13 +39,27 @@ def _trainer(tokenizer_dir: Path, tmp_path: Path, chat_template_path: Path | Non
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256)
-    args = trl.SFTConfig(output_dir=str(tmp_path / "run"), assistant_only_loss=True, max_length=256,
-                         report_to=[], use_cpu=True, dataset_num_proc=None,
-                         chat_template_path=str(chat_template_path) if chat_template_path else None)
-    return trl.SFTTrainer(model=LlamaForCausalLM(config), args=args, processing_class=tok,
-                          train_dataset=Dataset.from_list(CONVERSATIONS))
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+    )
+    args = trl.SFTConfig(
+        output_dir=str(tmp_path / "run"),
+        assistant_only_loss=True,
+        max_length=256,
+        report_to=[],
+        use_cpu=True,
+        dataset_num_proc=None,
+        chat_template_path=str(chat_template_path) if chat_template_path else None,
+    )
+    return trl.SFTTrainer(
+        model=LlamaForCausalLM(config), args=args, processing_class=tok, train_dataset=Dataset.from_list(CONVERSATIONS)
+    )
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,14 @@ import pytest
 
 from hf_chat_templates import install
 
-from .hub_server import FakeHub
-from .test_verify_checks import chatml_folder
+from ..helpers import build_toy_tokenizer, chatml_folder
+from ..hub_server import FakeHub
 
 TOKEN = "hf_good"
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from .conftest import build_toy_tokenizer
-
     src = build_toy_tokenizer(tmp_path_factory.mktemp("src") / "tok")
     out = tmp_path_factory.mktemp("out") / "gemma"
     install("gemma3-tools", src, out)
@@ -45,8 +43,9 @@ def cli(hub: FakeHub, home: Path, *args: str, token: str | None = TOKEN) -> subp
     env.update({"HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(home)})
     if token:
         env["HF_TOKEN"] = token
-    return subprocess.run([sys.executable, "-m", "hf_chat_templates", "push", *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "hf_chat_templates", "push", *args], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_push_opens_a_pull_request_with_tokenizer_files_only(hub: FakeHub, folder: Path, tmp_path: Path) -> None:
@@ -57,8 +56,12 @@ def test_push_opens_a_pull_request_with_tokenizer_files_only(hub: FakeHub, folde
     (commit,) = hub.commits
     assert commit.create_pr and commit.revision == "main"
     assert commit.header["parentCommit"] == hub.repos["org/model"].sha  # pinned to what it compared with
-    assert set(commit.files) == {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                                 "chat_template.jinja"}
+    assert set(commit.files) == {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "chat_template.jinja",
+    }
     for path, data in commit.files.items():
         assert data == (folder / path).read_bytes()
     assert "Verified with hf-chat-templates" in commit.header["description"]
@@ -94,8 +97,9 @@ def test_dry_run_prints_the_plan_and_uploads_nothing(hub: FakeHub, folder: Path,
         (["--repo-id", "org/missing"], TOKEN, "org/missing: no such repo"),
     ],
 )
-def test_hub_errors_exit_2_and_upload_nothing(hub: FakeHub, folder: Path, tmp_path: Path, args: list[str],
-                                              token: str, message: str) -> None:
+def test_hub_errors_exit_2_and_upload_nothing(
+    hub: FakeHub, folder: Path, tmp_path: Path, args: list[str], token: str, message: str
+) -> None:
     result = cli(hub, tmp_path, str(folder), *args, token=token)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr

@@ -8,14 +8,11 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from hf_chat_templates import get_family, list_families
-from hf_chat_templates.verification.golden import golden_path, golden_renderings
+from hf_chat_templates import get_family, list_families, verify
 from hf_chat_templates.conversations.probes import build_probes
-from hf_chat_templates import verify
+from hf_chat_templates.verification.golden import golden_path, golden_renderings
 
-from .conftest import REPO_ROOT
-
-pytestmark = pytest.mark.slow
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
 FAMILIES = [f.name for f in list_families()]
 # What each seed gets wrong on its default base tokenizer (after install fixed the double BOS for every variant).
@@ -69,8 +66,13 @@ def test_ids_equal_the_official_renderer_on_the_probe_suite(
         if tok.encode(tok.decode(expected), add_special_tokens=False) != expected:
             continue  # segments tokenized apart by the official renderer: no string template can match
         try:
-            got = tok.apply_chat_template(probe.message_list(), tools=probe.tool_list(), tokenize=True,
-                                          add_generation_prompt=probe.add_generation_prompt, **variant.kwarg_defaults)
+            got = tok.apply_chat_template(
+                probe.message_list(),
+                tools=probe.tool_list(),
+                tokenize=True,
+                add_generation_prompt=probe.add_generation_prompt,
+                **variant.kwarg_defaults,
+            )
         except jinja2.TemplateError as err:  # the template's own refusal (pythonic calls need dict arguments)
             assert type(err) is jinja2.TemplateError and "arguments as a dict" in str(err)
             continue
@@ -110,18 +112,22 @@ def test_gemma_turns_are_the_gemma_packages(installed_variants: dict[tuple[str, 
     answer = "{}<end_of_turn>"
     prompt = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
     assert prompt == tok.bos_token + user_turn.format("Hi")
-    full = tok.apply_chat_template([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}],
-                                   tokenize=False)
+    full = tok.apply_chat_template(
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}], tokenize=False
+    )
     assert full == tok.bos_token + user_turn.format("Hi") + answer.format("Yo") + "\n"
 
 
-@pytest.mark.parametrize("key", [(f.name, v) for f in list_families() for v in f.variants],
-                         ids=lambda k: f"{k[0]}.{k[1]}")
+@pytest.mark.parametrize(
+    "key", [(f.name, v) for f in list_families() for v in f.variants], ids=lambda k: f"{k[0]}.{k[1]}"
+)
 def test_goldens(key: tuple[str, str], installed_variants: dict[tuple[str, str], Path]) -> None:
     variant = get_family(key[0]).variant(key[1])
-    path = golden_path(REPO_ROOT / "tests" / "golden", variant)
+    path = golden_path(GOLDEN, variant)
     golden = json.loads(path.read_text(encoding="utf-8"))
     current = golden_renderings(installed_variants[key], variant)
     assert golden["template_sha256"] == variant.sha256, "template changed: python scripts/write_goldens.py"
     for probe_id, expected in golden["probes"].items():
-        assert current["probes"][probe_id] == expected, f"{path.name}: probe {probe_id} (python scripts/write_goldens.py)"
+        assert current["probes"][probe_id] == expected, (
+            f"{path.name}: probe {probe_id} (python scripts/write_goldens.py)"
+        )

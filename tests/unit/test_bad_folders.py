@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from .conftest import snapshot
-from .test_cli import run
+from ..helpers import run, snapshot
 
 
 def _edit_json(folder: Path, name: str, change: Callable[[dict], None]) -> None:
@@ -31,16 +30,36 @@ def config_not_an_object(folder: Path) -> None:
 
 def added_token_past_the_vocabulary(folder: Path) -> None:
     def change(tj: dict) -> None:
-        tj["added_tokens"].append({"id": 10**6, "content": "<|far|>", "single_word": False, "lstrip": False,
-                                   "rstrip": False, "normalized": False, "special": True})
+        tj["added_tokens"].append(
+            {
+                "id": 10**6,
+                "content": "<|far|>",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        )
+
     _edit_json(folder, "tokenizer.json", change)
 
 
 def added_token_with_a_mismatched_id(folder: Path) -> None:
     def change(tj: dict) -> None:
         piece = next(p for p in tj["model"]["vocab"] if p.isalpha() and len(p) > 3)
-        tj["added_tokens"].append({"id": 5, "content": piece, "single_word": False, "lstrip": False,
-                                   "rstrip": False, "normalized": False, "special": True})
+        tj["added_tokens"].append(
+            {
+                "id": 5,
+                "content": piece,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        )
+
     _edit_json(folder, "tokenizer.json", change)
 
 
@@ -81,12 +100,21 @@ CASES = [
 
 @pytest.mark.parametrize(("damage", "message"), CASES, ids=[c[0].__name__ for c in CASES])
 @pytest.mark.parametrize("command", ["install", "verify"])
-def test_bad_folder(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path,
-                    damage: Callable[[Path], None], message: str, command: str) -> None:
+def test_bad_folder(
+    capsys: pytest.CaptureFixture[str],
+    toy_tokenizer: Path,
+    tmp_path: Path,
+    damage: Callable[[Path], None],
+    message: str,
+    command: str,
+) -> None:
     damage(toy_tokenizer)
     before = snapshot(toy_tokenizer)
-    args = (["install", "gigachat3", "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "out")]
-            if command == "install" else ["verify", str(toy_tokenizer), "--family", "gigachat3"])
+    args = (
+        ["install", "gigachat3", "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "out")]
+        if command == "install"
+        else ["verify", str(toy_tokenizer), "--family", "gigachat3"]
+    )
     code, out, err = run(capsys, *args)
     assert code == 2, (out, err)
     assert message in err and "Traceback" not in err

@@ -1,24 +1,20 @@
-"""Training variants: spans by rendering differences, the derived {% generation %} template, the assistant-mask check
-failing on broken masks, and install --training."""
+"""Training variants: spans by rendering differences, the derived {% generation %} template, and the assistant-mask
+check failing on broken masks."""
 
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 
 import pytest
 
 from hf_chat_templates import get_family, list_families
-from hf_chat_templates import install
 from hf_chat_templates.conversations.probes import build_probes
 from hf_chat_templates.template.engines import render_minijinja
 from hf_chat_templates.template.spans import Span, assistant_spans, token_mask
 from hf_chat_templates.template.training_variant import derive_training_template, export_without_markers
-from hf_chat_templates import verify
 
-from .conftest import snapshot
-from .test_verify_checks import GOOD, chatml_folder, check, context
+from ..helpers import GOOD, chatml_folder, check, context, marked, with_training
 
 STOP = ["<|im_end|>"]
 CONTROLS = ["<|im_start|>", "<|im_end|>"]
@@ -29,14 +25,18 @@ def chatml(messages: list[dict], add_generation_prompt: bool) -> str:
     return out + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 
-CONVERSATION = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
-                {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Ciao"}]
+CONVERSATION = [
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello"},
+    {"role": "user", "content": "Bye"},
+    {"role": "assistant", "content": "Ciao"},
+]
 
 
 def test_spans_cover_content_and_stop_but_not_the_header_or_the_newline_after() -> None:
     found = assistant_spans(chatml, CONVERSATION, STOP, CONTROLS)
     text = found.text
-    assert [text[s.start:s.end] for s in found.spans] == ["Hello<|im_end|>", "Ciao<|im_end|>"]
+    assert [text[s.start : s.end] for s in found.spans] == ["Hello<|im_end|>", "Ciao<|im_end|>"]
     assert [s.message for s in found.spans] == [1, 3]
     assert found.untrained == ()
 
@@ -50,15 +50,19 @@ def test_a_turn_that_closes_differently_when_last_ends_at_the_token_that_stands_
         return "".join(parts) + ("<|start|>assistant" if add_generation_prompt else "")
 
     found = assistant_spans(harmony_like, CONVERSATION, ["<|return|>"], ["<|start|>", "<|message|>", "<|end|>"])
-    assert [found.text[s.start:s.end] for s in found.spans] == ["<|message|>Hello<|end|>", "<|message|>Ciao<|return|>"]
+    assert [found.text[s.start : s.end] for s in found.spans] == [
+        "<|message|>Hello<|end|>",
+        "<|message|>Ciao<|return|>",
+    ]
     assert [s.closing for s in found.spans] == ["<|end|>", "<|return|>"]
 
 
 def test_a_turn_rendered_differently_in_context_is_reported_not_guessed() -> None:
     def drops_history(messages: list[dict], add_generation_prompt: bool) -> str:
         last_user = max(i for i, m in enumerate(messages) if m["role"] == "user") if messages else -1
-        kept = [m if m["role"] != "assistant" or i > last_user else {**m, "content": "…"}
-                for i, m in enumerate(messages)]
+        kept = [
+            m if m["role"] != "assistant" or i > last_user else {**m, "content": "…"} for i, m in enumerate(messages)
+        ]
         return chatml(kept, add_generation_prompt)
 
     found = assistant_spans(drops_history, CONVERSATION, STOP, CONTROLS)
@@ -92,8 +96,9 @@ def test_derived_template_renders_the_same_text_and_exports_the_original(tmp_pat
         messages = CONVERSATION if not flags["add_generation_prompt"] else CONVERSATION[:3]
         plain = tok.apply_chat_template(messages, chat_template=GOOD, tokenize=False, **flags)
         assert tok.apply_chat_template(messages, chat_template=training, tokenize=False, **flags) == plain
-    out = tok.apply_chat_template(CONVERSATION, chat_template=training, tokenize=True, return_dict=True,
-                                  return_assistant_tokens_mask=True)
+    out = tok.apply_chat_template(
+        CONVERSATION, chat_template=training, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     trained = tok.decode([i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m])
     assert trained == "Hello<|im_end|>Ciao<|im_end|>"
 
@@ -106,47 +111,35 @@ def test_the_export_renders_identically_in_minijinja(family: str) -> None:
     assert "generation" not in exported.replace("add_generation_prompt", "")
     probe = next(p for p in build_probes() if p.id == "multi-turn")
     variables = {"bos_token": "<s>", "eos_token": "</s>", **var.kwarg_defaults}
-    outs = [render_minijinja(t, probe.message_list(), None, add_generation_prompt=False, variables=variables,
-                             clock=datetime.datetime(2024, 1, 2)) for t in (var.template, exported)]
+    outs = [
+        render_minijinja(
+            t,
+            probe.message_list(),
+            None,
+            add_generation_prompt=False,
+            variables=variables,
+            clock=datetime.datetime(2024, 1, 2),
+        )
+        for t in (var.template, exported)
+    ]
     assert outs[0].ok and outs[0].text == outs[1].text
 
 
 # ---- the check fails on broken masks --------------------------------------------------------------------------
 
-def _with_training(folder: Path, template: str) -> Path:
-    (folder / "additional_chat_templates").mkdir(exist_ok=True)
-    (folder / "additional_chat_templates" / "training.jinja").write_text(template, encoding="utf-8")
-    return folder
-
-
-# The assistant branch of GOOD, rewritten with hand-placed markers.
-_CONTENT = "{%- if m.content is string -%}{{- m.content -}}{%- endif -%}"
-
-
-def _marked(header_inside: bool, stop_inside: bool) -> str:
-    header = "{{- '<|im_start|>' + m.role + '\\n' -}}"
-    stop = "{{- '<|im_end|>' -}}"
-    body = ("{%- generation -%}" + (header if header_inside else "") + _CONTENT + (stop if stop_inside else "")
-            + "{%- endgeneration -%}")
-    body = ((header if not header_inside else "") + body + (stop if not stop_inside else ""))
-    return ("{%- for m in messages -%}{%- if m.role == 'assistant' -%}" + body + "{{- '\\n' -}}{%- else -%}"
-            "{{- '<|im_start|>' + m.role + '\\n' -}}" + _CONTENT + "{{- '<|im_end|>\\n' -}}{%- endif -%}"
-            "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}")
-
-
-PLAIN = _marked(False, True).replace("{%- generation -%}", "").replace("{%- endgeneration -%}", "")
+PLAIN = marked(False, True).replace("{%- generation -%}", "").replace("{%- endgeneration -%}", "")
 PLAIN_PROBES = tuple(p for p in build_probes() if p.id in ("plain", "multi-turn", "generation-prompt"))
 
 
 def test_assistant_mask_passes_on_a_correct_hand_written_training_template(tmp_path: Path) -> None:
-    folder = _with_training(chatml_folder(tmp_path / "tok"), _marked(False, True))
+    folder = with_training(chatml_folder(tmp_path / "tok"), marked(False, True))
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "pass", result.message
     assert "the folder's training template" in result.message
 
 
 def test_assistant_mask_fails_when_the_mask_misses_the_stop_token(tmp_path: Path) -> None:
-    folder = _with_training(chatml_folder(tmp_path / "tok"), _marked(False, False))
+    folder = with_training(chatml_folder(tmp_path / "tok"), marked(False, False))
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "fail"
     assert "probe plain: the mask from the folder's training template leaves out token" in result.message
@@ -155,7 +148,7 @@ def test_assistant_mask_fails_when_the_mask_misses_the_stop_token(tmp_path: Path
 
 
 def test_assistant_mask_fails_when_the_mask_covers_the_role_header(tmp_path: Path) -> None:
-    folder = _with_training(chatml_folder(tmp_path / "tok"), _marked(True, True))
+    folder = with_training(chatml_folder(tmp_path / "tok"), marked(True, True))
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "fail"
     assert "marks token" in result.message and "['<|im_start|>']" in result.message
@@ -163,8 +156,9 @@ def test_assistant_mask_fails_when_the_mask_covers_the_role_header(tmp_path: Pat
 
 
 def test_assistant_mask_fails_when_the_training_template_renders_other_text(tmp_path: Path) -> None:
-    folder = _with_training(chatml_folder(tmp_path / "tok"), _marked(False, True).replace("'\\n' -}}{%- else",
-                                                                                         "'\\n\\n' -}}{%- else"))
+    folder = with_training(
+        chatml_folder(tmp_path / "tok"), marked(False, True).replace("'\\n' -}}{%- else", "'\\n\\n' -}}{%- else")
+    )
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "fail"
     assert "the folder's training template renders differently from the template at char" in result.message
@@ -172,7 +166,7 @@ def test_assistant_mask_fails_when_the_training_template_renders_other_text(tmp_
 
 
 def test_assistant_mask_fails_when_the_training_template_has_no_markers(tmp_path: Path) -> None:
-    folder = _with_training(chatml_folder(tmp_path / "tok"), PLAIN)
+    folder = with_training(chatml_folder(tmp_path / "tok"), PLAIN)
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "fail"
     assert "has no {% generation %} markers" in result.message
@@ -190,38 +184,3 @@ def test_assistant_mask_fails_when_a_turn_has_no_stop_token(tmp_path: Path) -> N
     result = check(ctx, "assistant-mask")
     assert result.status == "fail"
     assert "probe plain: the generated part of message 1 holds no stop token (<|im_end|>)" in result.message
-
-
-# ---- install --training on the real families ------------------------------------------------------------------
-
-@pytest.mark.slow
-@pytest.mark.parametrize("family", [f.name for f in list_families()])
-def test_install_training_writes_a_named_template_that_verifies(family: str, tmp_path: Path,
-                                                                 installed_variants: dict) -> None:
-    from transformers import AutoTokenizer
-
-    source = installed_variants[(family, "corrected")]
-    out = tmp_path / "tok"
-    install(family, source, out, training=True)
-    tok = AutoTokenizer.from_pretrained(str(out))
-    assert set(tok.chat_template) == {"default", "training"}
-    config = json.loads((out / "tokenizer_config.json").read_text())
-    assert [t["name"] for t in config["chat_template"]] == ["default", "training"]
-    report = verify(out)
-    mask = report.check("assistant-mask")
-    assert mask.status in ("pass", "warn"), mask.message
-    assert "the folder's training template" in mask.message or mask.status == "warn"
-    assert report.ok
-    before = snapshot(out)
-    install(family, out, tmp_path / "again", training=True)
-    install(family, tmp_path / "again", tmp_path / "third")  # without --training: the derived one is kept in step
-    assert snapshot(tmp_path / "third") == before
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("key", ["gemma3-tools/upstream", "gigachat3/upstream", "gpt-oss/upstream",
-                                 "llama3.2-pythonic/upstream"])
-def test_upstream_variants_get_masks_equal_to_their_spans(key: str, installed_variants: dict) -> None:
-    family, variant = key.split("/")
-    report = verify(installed_variants[(family, variant)], family=family, variant=variant, only=["assistant-mask"])
-    assert report.check("assistant-mask").status in ("pass", "warn"), report.check("assistant-mask").message

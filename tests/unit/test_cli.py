@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from hf_chat_templates.cli import main
-
-from .conftest import REPO_ROOT, snapshot
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
+from ..helpers import REPO_ROOT, run, snapshot
 
 
 def test_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
@@ -32,10 +20,20 @@ def test_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.startswith("{{ bos_token }}")
 
 
-def test_install_dry_run_writes_nothing(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path) -> None:
+def test_install_dry_run_writes_nothing(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
     before = snapshot(toy_tokenizer)
-    code, out, err = run(capsys, "install", "gigachat3", "--tokenizer", str(toy_tokenizer),
-                         "--output", str(tmp_path / "out"), "--dry-run")
+    code, out, err = run(
+        capsys,
+        "install",
+        "gigachat3",
+        "--tokenizer",
+        str(toy_tokenizer),
+        "--output",
+        str(tmp_path / "out"),
+        "--dry-run",
+    )
     assert code == 0
     assert "add     chat_template.jinja" in out and "<|message_sep|>" in out and "resize" in out
     assert "warning: gigachat3: the vocabulary grows" in err
@@ -43,8 +41,16 @@ def test_install_dry_run_writes_nothing(capsys: pytest.CaptureFixture[str], toy_
 
 
 def test_install_json(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path) -> None:
-    code, out, _ = run(capsys, "install", "llama3.2-pythonic", "--tokenizer", str(toy_tokenizer),
-                       "--output", str(tmp_path / "out"), "--json")
+    code, out, _ = run(
+        capsys,
+        "install",
+        "llama3.2-pythonic",
+        "--tokenizer",
+        str(toy_tokenizer),
+        "--output",
+        str(tmp_path / "out"),
+        "--json",
+    )
     assert code == 0
     doc = json.loads(out)
     assert doc["family"] == "llama3.2-pythonic" and doc["eos_token"]["after"] == "<|eot_id|>"
@@ -76,8 +82,9 @@ def test_bad_input_exits_2(
     assert snapshot(toy_tokenizer) == before and not (tmp_path / "out").exists()
 
 
-def test_template_that_fails_to_parse(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_template_that_fails_to_parse(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
 
     from hf_chat_templates.families.registry import _load_all
@@ -90,41 +97,11 @@ def test_template_that_fails_to_parse(capsys: pytest.CaptureFixture[str], toy_to
     _load_all.cache_clear()
     before = snapshot(toy_tokenizer)
     try:
-        code, _, err = run(capsys, "install", "gemma3-tools", "--tokenizer", str(toy_tokenizer),
-                           "--output", str(tmp_path / "out"))
+        code, _, err = run(
+            capsys, "install", "gemma3-tools", "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "out")
+        )
     finally:
         _load_all.cache_clear()
     assert code == 2
     assert f"{template}, line" in err and "does not parse" in err
     assert snapshot(toy_tokenizer) == before and not (tmp_path / "out").exists()
-
-
-def test_debug_variable_shows_the_traceback(toy_tokenizer: Path, tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "hf_chat_templates", "install", "gigachat3", "--tokenizer",
-           str(tmp_path / "missing"), "--output", str(tmp_path / "out")]
-    quiet = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert quiet.returncode == 2 and "Traceback" not in quiet.stderr and "no such folder" in quiet.stderr
-    loud = subprocess.run(cmd, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_CHAT_TEMPLATES_DEBUG": "1"})
-    assert loud.returncode != 0 and "Traceback" in loud.stderr
-
-
-def test_light_import_path() -> None:
-    """`import hf_chat_templates` and `--help` must not import transformers (nor tokenizers)."""
-    code = (
-        "import sys\n"
-        "import hf_chat_templates\n"
-        "from hf_chat_templates.cli import main\n"
-        "try:\n"
-        "    main(['--help'])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "try:\n"
-        "    main(['install', '--help'])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "heavy = sorted(m for m in ('transformers', 'tokenizers', 'huggingface_hub', 'torch') if m in sys.modules)\n"
-        "print('HEAVY', heavy)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "HEAVY []" in result.stdout

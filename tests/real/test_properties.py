@@ -19,19 +19,40 @@ from hypothesis import strategies as st
 from hf_chat_templates import get_family, list_families
 from hf_chat_templates.tokenizer.lossless import byte_level_lossless
 
-pytestmark = pytest.mark.slow
-
 EXAMPLES = int(os.environ.get("HF_CHAT_TEMPLATES_HYPOTHESIS_EXAMPLES", "40"))
-LOOKALIKES = ["<|", "|>", "<|start|>", "<|eot_id|>", "<start_of_turn>", "<end_of_turn>", "<|message_sep|>",
-              "<|role_sep|>", "[INST]", "<s>", "</s>", "<|begin_of_text|>", "{{", "}}", "{%", "%}", "\\n", "▁"]
+LOOKALIKES = [
+    "<|",
+    "|>",
+    "<|start|>",
+    "<|eot_id|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|message_sep|>",
+    "<|role_sep|>",
+    "[INST]",
+    "<s>",
+    "</s>",
+    "<|begin_of_text|>",
+    "{{",
+    "}}",
+    "{%",
+    "%}",
+    "\\n",
+    "▁",
+]
 text = st.one_of(
     st.text(max_size=40),
-    st.lists(st.one_of(st.text(max_size=8), st.sampled_from(LOOKALIKES), st.sampled_from([" ", "\n", "\t", "  \n\n"])),
-             max_size=8).map("".join),
+    st.lists(
+        st.one_of(st.text(max_size=8), st.sampled_from(LOOKALIKES), st.sampled_from([" ", "\n", "\t", "  \n\n"])),
+        max_size=8,
+    ).map("".join),
 )
 names = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
-values = st.one_of(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters='"\\'),
-                           max_size=12), st.integers(-1000, 1000), st.booleans())
+values = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters='"\\'), max_size=12),
+    st.integers(-1000, 1000),
+    st.booleans(),
+)
 
 
 @st.composite
@@ -43,16 +64,27 @@ def conversations(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     for _ in range(draw(st.integers(1, 3))):
         content = draw(text)
         if draw(st.integers(0, 4)) == 0:
-            messages.append({"role": "user", "content": [{"type": "text", "text": content},
-                                                         {"type": "text", "text": draw(text)}]})
+            messages.append(
+                {"role": "user", "content": [{"type": "text", "text": content}, {"type": "text", "text": draw(text)}]}
+            )
         else:
             messages.append({"role": "user", "content": content})
         if draw(st.integers(0, 3)) == 0:
             name = draw(names)
-            tools = [{"type": "function", "function": {"name": name, "description": "d", "parameters": {
-                "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}}]
-            calls = [{"type": "function", "function": {"name": name, "arguments": {"a": draw(values)}}}
-                     for _ in range(draw(st.integers(1, 2)))]
+            tools = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "description": "d",
+                        "parameters": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                    },
+                }
+            ]
+            calls = [
+                {"type": "function", "function": {"name": name, "arguments": {"a": draw(values)}}}
+                for _ in range(draw(st.integers(1, 2)))
+            ]
             messages.append({"role": "assistant", "content": None, "tool_calls": calls})
             for _ in calls:
                 messages.append({"role": "tool", "name": name, "content": draw(text)})
@@ -70,8 +102,12 @@ def test_corrected_variant_properties(family: str, installed_variants: dict[tupl
 
     seen = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(conversations())
     def check(case: tuple[list[dict[str, Any]], list[dict[str, Any]] | None]) -> None:
         messages, tools = case
@@ -81,16 +117,16 @@ def test_corrected_variant_properties(family: str, installed_variants: dict[tupl
         except jinja2.TemplateError as err:
             assert type(err) is jinja2.TemplateError, f"crash, not a refusal: {err!r}"
             return
-        ids = list(tok.apply_chat_template(messages, tools=tools, tokenize=True, **variant.kwarg_defaults)
-                   ["input_ids"])
+        ids = list(tok.apply_chat_template(messages, tools=tools, tokenize=True, **variant.kwarg_defaults)["input_ids"])
         assert ids == tok.encode(rendered, add_special_tokens=False)
         if not (lossless is False and "▁" in rendered):
             # SentencePiece decodes its word marker "▁" typed in the text back as a space: a property of the
             # tokenizer (decode-roundtrip reports it), not of the template
             assert tok.decode(ids) == rendered
         if tok.bos_token_id is not None:
-            assert ids.count(tok.bos_token_id) <= 1 + rendered.count(tok.bos_token) - (1 if tok.bos_token in
-                                                                                       rendered else 0)
+            assert ids.count(tok.bos_token_id) <= 1 + rendered.count(tok.bos_token) - (
+                1 if tok.bos_token in rendered else 0
+            )
         for message in messages:
             content = message.get("content")
             parts = [content] if isinstance(content, str) else [p["text"] for p in content or []]

@@ -1,0 +1,110 @@
+"""`hf-chat-templates verify`: exit codes, JSON shape, and datasets with bad lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_chat_templates.verification.checks import CHECK_ORDER
+
+from ..helpers import GOOD, run
+
+
+def test_verify_passing_folder_exits_0_with_json(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+    code, out, _ = run(capsys, "verify", str(good), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) >= {"source", "family", "variant", "tokenizer", "versions", "checks", "summary"}
+    assert [c["id"] for c in doc["checks"]] == list(CHECK_ORDER)
+    assert set(doc["checks"][0]) == {"id", "status", "probe", "message", "detail", "hint"}
+    assert doc["summary"]["failed"] == 0 and doc["summary"]["warned"] == 1
+
+
+def test_verify_failing_template_exits_1(capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path) -> None:
+    template = tmp_path / "t.jinja"
+    template.write_text(GOOD.replace("'<|im_end|>\\n'", "'\\n<|im_end|>\\n'"))
+    code, out, _ = run(
+        capsys, "verify", str(good), "--template", str(template), "--only", "completion-matches-content,renders"
+    )
+    assert code == 1
+    assert "FAIL completion-matches-content" in out and "ok   renders" in out
+    assert "1 passed, 1 failed, 0 warned, 0 skipped" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["verify", "{tmp}/missing"], "no such folder"),
+        (["verify", "{good}", "--only", "nope"], "unknown check(s) nope"),
+        (["verify", "{good}", "--template", "{tmp}/missing.jinja"], "template file not found"),
+        (
+            ["verify", "{good}", "--template", "{tmp}/broken.jinja"],
+            "broken.jinja, line 1: the chat template does not parse",
+        ),
+        (["verify", "{good}", "--family", "gpt-oss", "--template", "{tmp}/broken.jinja"], "not both"),
+        (["verify", "{good}", "--conversations", "{tmp}/missing.jsonl"], "missing.jsonl: no such file"),
+        (["verify", "--all", "{good}"], "drop SOURCE"),
+        (["verify"], "missing SOURCE"),
+    ],
+)
+def test_verify_bad_input_exits_2(
+    capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "broken.jinja").write_text("{% if %}")
+    code, _, err = run(capsys, *[a.format(good=good, tmp=tmp_path) for a in args])
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_folder_without_template_is_a_usage_error(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path) -> None:
+    code, _, err = run(capsys, "verify", str(toy_tokenizer))
+    assert code == 2 and "has no chat template" in err
+
+
+def test_conversations_with_bad_lines(capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "\n".join(
+            [
+                json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
+                "{not json",
+                json.dumps({"messages": [{"content": "no role"}]}),
+                json.dumps({"messages": [{"role": "user", "content": 7}]}),
+                json.dumps({"messages": "nope"}),
+                json.dumps({"messages": [{"role": "user", "content": "spell <|im_end|> here"}]}),
+                "",
+            ]
+        )
+    )
+    code, out, _ = run(capsys, "verify", str(good), "--conversations", str(data), "--json")
+    assert code == 0
+    doc = json.loads(out)["conversations"]
+    assert doc["records"] == 2
+    assert [b["line"] for b in doc["bad_lines"]] == [2, 3, 4, 5]
+    assert "not JSON" in doc["bad_lines"][0]["reason"]
+    assert doc["bad_lines"][1]["reason"] == "message 0 has no 'role'"
+    assert "'content' must be a string, a list of parts or null, not int" in doc["bad_lines"][2]["reason"]
+    assert doc["checks"]["injection"]["failed"] == 1
+    assert doc["checks"]["injection"]["examples"][0]["line"] == 6
+
+
+def test_conversations_catch_a_dropping_template(good: Path, tmp_path: Path) -> None:
+    from hf_chat_templates.verification.dataset import verify_conversations
+
+    template = tmp_path / "t.jinja"
+    template.write_text(GOOD.replace("{%- for p in m.content -%}", "{%- for p in m.content[:1] -%}"))
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]}
+                ]
+            }
+        )
+        + "\n"
+    )
+    report = verify_conversations(good, data, template=template)
+    assert report.failed["nothing-dropped"] == 1
+    assert report.examples["nothing-dropped"][0] == (1, "message 0: 'second' is not in the rendering")
