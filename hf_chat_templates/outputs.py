@@ -1,9 +1,10 @@
 """The one writer: every folder and file this package writes is staged beside its target, then renamed into place.
 
 A killed process leaves either the old output or the new one, never half of either. A staging folder is a hidden
-sibling named `.NAME.hfct-staging-XXXX`; one left behind by a killed run is removed by the next write of the same
-output. An output that is replaced (only when asked: `force`) is moved aside as `NAME.replaced-YYYYmmdd-HHMMSS`
-(with `-2`, `-3`, … when that name is taken), never deleted.
+sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind by a killed run (its process gone) is removed by the
+next write of the same output, while one of a run still going is left alone. An output that is replaced (only
+when asked: `force`) is moved aside as `NAME.replaced-YYYYmmdd-HHMMSS` (with `-2`, `-3`, … when that name is
+taken), never deleted.
 
 >>> with staged_folder(Path("out"), force=False) as staging:     # doctest: +SKIP
 ...     (staging.path / "a.txt").write_text("…")
@@ -80,19 +81,37 @@ class Staging:
         self.discarded = True
 
 
-def _new_staging(output: Path) -> Path:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _sweep_stale(parent: Path, name: str) -> None:
+    """Remove the staging folders of `name` whose process has ended: a killed run's, never published, so nothing
+    refers to them. A staging folder of a run still going (another process writing the same output) is left."""
+    prefix = f".{name}{STAGING_MARK}"
+    for stale in parent.glob(prefix + "*"):
+        owner = stale.name[len(prefix) :].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _new_staging(output: Path, where_hint: str) -> Path:
     parent = output.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        for stale in parent.glob(f".{output.name}{STAGING_MARK}*"):
-            # A staging folder left by a killed run; it was never published, so nothing refers to it.
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}", dir=parent))
+        _sweep_stale(parent, output.name)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}{os.getpid()}-", dir=parent))
         _private_umask_fix(staging, 0o777)
     except OSError as err:
         raise TokenizerFolderError(
             f"{parent}: cannot write the output folder here ({err.strerror or err})",
-            hint=f"choose an {option('output')} in a writable location",
+            hint=where_hint,
             path=parent,
             parameter="output",
         ) from None
@@ -112,11 +131,13 @@ def _publish(staging: Path, output: Path) -> Path | None:
 
 
 @contextlib.contextmanager
-def staged_folder(output: Path, *, force: bool) -> Iterator[Staging]:
-    """Stage a new folder for `output`; when the block ends without an error, rename it into place."""
+def staged_folder(output: Path, *, force: bool, where_hint: str | None = None) -> Iterator[Staging]:
+    """Stage a new folder for `output`; when the block ends without an error, rename it into place. `where_hint`
+    says what to do when the output's location cannot be written (default: choose another output)."""
     output = Path(output).absolute()
     check_output(output, force=force)
-    staging = Staging(_new_staging(output), output)
+    hint = where_hint or f"choose an {option('output')} in a writable location"
+    staging = Staging(_new_staging(output, hint), output)
     try:
         yield staging
         if not staging.discarded:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error. Errors print what
 failed and what to do, without a traceback unless HF_CHAT_TEMPLATES_DEBUG is set. A library error names its
-arguments as `{name}`; here they are written as the options that set them (`max_length` → `--max-length`).
+arguments with `errors.option(name)`; here they are written as the options that set them (`max_length` →
+`--max-length`). A command that finds failures (verify) exits 1 itself; `push` raises VerificationFailed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import click
 
 from ..errors import HfChatTemplatesError
+from ..publish.hub import VerificationFailed
 from . import catalog, checking, installing, publishing, training, viewing  # noqa: F401  (they register commands)
 from .app import cli
 
@@ -23,6 +25,7 @@ _OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE"}
 
 # The one table from what went wrong to the exit code; the first matching row wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (VerificationFailed, 1),  # verification found failures, so nothing was published: a result, not a crash
     (click.exceptions.Abort, 2),
     (click.ClickException, 2),
     (HfChatTemplatesError, 2),
@@ -62,8 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
     except (Exception, KeyboardInterrupt) as err:
-        debuggable = isinstance(err, HfChatTemplatesError) or not isinstance(
-            err, (click.exceptions.Abort, click.ClickException, KeyboardInterrupt)
+        debuggable = not isinstance(
+            err, (VerificationFailed, click.exceptions.Abort, click.ClickException, KeyboardInterrupt)
         )
         if debuggable and os.environ.get(DEBUG_ENV):
             raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -56,10 +55,7 @@ def push_command(
             from ..view.report import format_report
 
             click.echo(format_report(err.report))
-        click.echo(f"error: {err}", err=True)
-        if err.hint:
-            click.echo(f"  to fix: {err.hint}", err=True)
-        sys.exit(1)
+        raise  # main reports the error and exits 1 (its table)
     if as_json:
         emit_json({"pushed": not dry_run and bool(result.plan.uploads), **result.to_dict()})
         return

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..conversations.probes import Probe, build_probes
 from ..template.analysis import control_tokens_in, stop_token_after
-from ..template.rendering import Renderer
+from ..template.rendering import Rendered, Renderer
 from .registry import Variant, identify
 
 
@@ -19,6 +19,16 @@ class TemplateTokens:
     stop_tokens: tuple[str, ...]
     kwarg_defaults: dict[str, Any] = field(default_factory=dict)
     origin: str = ""
+
+
+def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
+    """A probe rendered with its own flags (generation prompt, prefill), as `verify` renders it."""
+    return renderer.render(
+        probe.message_list(),
+        probe.tool_list(),
+        add_generation_prompt=probe.add_generation_prompt,
+        continue_final_message=probe.continue_final_message,
+    )
 
 
 def inferred_control_tokens(
@@ -34,7 +44,7 @@ def inferred_control_tokens(
 def inferred_stop_tokens(renderer: Renderer, control_tokens: Iterable[str]) -> tuple[str, ...]:
     """The first control token after the answer of the standard plain probe."""
     probe = next(p for p in build_probes() if p.id == "plain")
-    rendered = renderer.render(probe.message_list(), probe.tool_list())
+    rendered = render_probe(renderer, probe)
     return stop_token_after(rendered.text or "", probe.messages[-1]["content"], control_tokens)
 
 
@@ -59,7 +69,7 @@ def template_tokens(
     else:
         renderer = Renderer(tokenizer, template, kwargs)
         probes = build_probes()
-        texts = [r.text for p in probes if (r := renderer.render(p.message_list(), p.tool_list())).ok and r.text]
+        texts = [r.text for p in probes if (r := render_probe(renderer, p)).ok and r.text]
         controls = inferred_control_tokens(renderer, texts, probes)
         tokens = TemplateTokens(
             controls, inferred_stop_tokens(renderer, controls), {}, "inferred from the template's renderings"

@@ -1,5 +1,6 @@
 """What a template emits, read from its source and its renderings: the control tokens it writes and the token that
-ends an assistant turn. These are inferences; `families.tokens` says where a command's tokens came from."""
+ends an assistant turn. These are inferences; `families.tokens` prefers declared tokens and a bundled family's, and
+records in `TemplateTokens.origin` which one a command's tokens came from."""
 
 from __future__ import annotations
 

@@ -279,7 +279,8 @@ def base_tokenizer(name: str, *, add_bos: bool | None = None, rebuild: bool = Fa
     folder = cache_root() / "base_tokenizers" / f"{name}{'' if add_bos else '-nobos'}-{key}"
     if folder.is_dir() and not rebuild:
         return folder
-    with staged_folder(folder, force=True) as staging:
+    cache_hint = "set HF_CHAT_TEMPLATES_CACHE to a writable folder"
+    with staged_folder(folder, force=True, where_hint=cache_hint) as staging:
         spec.build(staging.path, add_bos)
     if staging.replaced_to is not None:  # a cache entry rebuilt: the old one is a cache, not the user's file
         shutil.rmtree(staging.replaced_to, ignore_errors=True)

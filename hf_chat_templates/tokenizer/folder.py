@@ -101,13 +101,19 @@ class TokenizerFolder:
 
     def config_templates(self) -> dict[str, str]:
         """The `chat_template` key of tokenizer_config.json by name: a string is the default, a list of
-        {name, template} entries names each (entries that are not such objects are left out)."""
+        {name, template} entries names each. Entries that are not such objects with two strings are left out; of
+        two entries with one name, the first counts."""
         key = self.tokenizer_config.get("chat_template")
         if isinstance(key, str):
             return {"default": key}
-        if isinstance(key, list):
-            return {str(e["name"]): str(e.get("template")) for e in key if isinstance(e, dict) and "name" in e}
-        return {}
+        found: dict[str, str] = {}
+        for entry in key if isinstance(key, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            name, text = entry.get("name"), entry.get("template")
+            if isinstance(name, str) and isinstance(text, str):
+                found.setdefault(name, text)
+        return found
 
     def named_template(self, name: str) -> str | None:
         """A template by name, as transformers loads it: `chat_template.jinja` and `additional_chat_templates/`

@@ -179,6 +179,14 @@ def encode_rendered(
     return offsets, ids, labels, problems, truncated
 
 
+def _capped(problem: str, limit: int = 200) -> str:
+    """A render error as a skip reason: the exception's name and at most `limit` characters of its message."""
+    if problem.startswith("limit: "):
+        return problem
+    kind, _, text = problem.partition(": ")
+    return f"{kind}: {text[:limit]}" if text else kind
+
+
 class TrainingFeatures:
     """Conversations to training features, one batch at a time. Picklable: only its settings travel."""
 
@@ -226,7 +234,7 @@ class TrainingFeatures:
         problems: Problems = []
         for index, value, problem in render_batch(records, lambda r: render_record(self.state, r)):
             if value is None:
-                problems.append((index, f"does not render: {problem}"))
+                problems.append((index, f"does not render: {_capped(str(problem))}"))
             elif value[1]:
                 rendered.append((index, value[0], value[1]))
             else:

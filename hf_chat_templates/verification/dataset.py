@@ -19,14 +19,24 @@ from typing import Any
 from .. import _compat
 from ..conversations.batches import map_batches, progress_bar, render_batch
 from ..conversations.records import conversations_file, record_batches
+from ..errors import UsageError, option
 from ..families.source import choose_template
 from ..template.limits import RenderLimits
 from ..template.rendering import named_template
+from ..tokenizer.folder import read_folder
 from ..tokenizer.lossless import lossless_unless
 from .checks import RECORD_CHECK_IDS, RECORD_CHECKS, WARNING_ONLY
 from .context import RecordContext
 
 MAX_EXAMPLES = 5
+
+
+def _no_template(source: str | Path) -> UsageError:
+    return UsageError(
+        f"{source}: the tokenizer has no chat template",
+        hint=f"pass {option('family')} NAME or {option('template')} FILE, or install one first",
+        path=source,
+    )
 
 
 @dataclass
@@ -83,7 +93,10 @@ class RecordChecker:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(source)
-        self.template = template or named_template(self.tokenizer) or ""
+        found = template or named_template(self.tokenizer)
+        if found is None:
+            raise _no_template(source)
+        self.template = found
         self.kwargs = {**self.tokenizer.special_tokens_map, **kwargs}
         self.bos_id = self.tokenizer.bos_token_id
         # What tokenizer(text) adds with its defaults (a BOS from the post-processor), counted once, not re-encoded.
@@ -171,6 +184,9 @@ def verify_conversations(
     choice = choose_template(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
     )
+    if choice.template is None and read_folder(choice.path).named_template("default") is None:
+        # Said here, before any worker starts: a worker that fails to start is restarted, not reported.
+        raise _no_template(choice.path)
     report = DatasetReport(path=str(path))
     bar = progress_bar(progress)
     factory = functools.partial(RecordChecker, str(choice.path), choice.template, choice.kwargs)

@@ -144,6 +144,7 @@ def test_failed_verification_stops_the_push(hub: FakeHub, tmp_path: Path) -> Non
     result = cli(hub, tmp_path, str(broken), "--repo-id", "org/model")
     assert result.returncode == 1
     assert "FAIL stop-token-registered" in result.stdout and "nothing was pushed" in result.stderr
+    assert "or --skip-verify" in result.stderr and "Traceback" not in result.stderr
     assert hub.commits == []
     forced = cli(hub, tmp_path, str(broken), "--repo-id", "org/model", "--skip-verify")
     assert forced.returncode == 0 and len(hub.commits) == 1
