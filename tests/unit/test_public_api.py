@@ -97,3 +97,15 @@ def test_stage_module_paths_give_modules(path: str) -> None:
     # `import a.b.c` then `a.b.c` must reach the module too, not a function bound over it in `a.b`
     parent, _, leaf = path.rpartition(".")
     assert getattr(importlib.import_module(parent), leaf) is module
+
+
+def test_errors_keep_builtin_meaning() -> None:
+    from hf_chat_templates import errors
+
+    assert issubclass(errors.UnknownNameError, LookupError)
+    assert issubclass(errors.ConfigError, ValueError)
+    assert issubclass(errors.TokenizerFolderError, OSError)
+    assert issubclass(errors.OutputExistsError, FileExistsError)
+    assert issubclass(errors.MissingDependencyError, ImportError)
+    err = errors.TokenizerFolderError("x: broken", hint="do y")
+    assert str(err) == "x: broken" and err.hint == "do y"
