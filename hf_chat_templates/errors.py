@@ -57,6 +57,8 @@ PARAMETERS = frozenset(
         "dry_run",
         "source",
         "max_skipped",
+        "stop_tokens",
+        "control_tokens",
     }
 )
 # An argument's name between two unit separators: a control character no path, JSON value or template holds in a

@@ -59,3 +59,28 @@ def template_options(family_help: str, template_help: str) -> Callable[[F], F]:
         return click.option("--family", default=None, help=family_help)(func)
 
     return decorate
+
+
+def declaration_options(func: F) -> F:
+    """--kwarg, --stop-token and --control-token: what the user declares about a template."""
+    func = click.option(
+        "--control-token",
+        "control_tokens",
+        multiple=True,
+        metavar="TOKEN",
+        help="A control token the template writes (repeatable); checked with those found.",
+    )(func)
+    func = click.option(
+        "--stop-token",
+        "stop_tokens",
+        multiple=True,
+        metavar="TOKEN",
+        help="A token that ends an assistant turn (repeatable); replaces the family's or inferred.",
+    )(func)
+    return click.option(
+        "--kwarg",
+        "kwarg_pairs",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).",
+    )(func)

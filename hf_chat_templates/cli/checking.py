@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, hub_options, json_option, template_options
+from .app import cli, declaration_options, emit_json, hub_options, json_option, template_options
 
 
 @cli.command("verify")
@@ -31,6 +31,7 @@ from .app import cli, emit_json, hub_options, json_option, template_options
     "family's default variant fails.",
 )
 @hub_options("SOURCE")
+@declaration_options
 @click.option(
     "--html",
     "html_out",
@@ -50,14 +51,17 @@ def verify_command(
     all_families: bool,
     revision: str | None,
     token: str | None,
+    kwarg_pairs: tuple[str, ...],
+    stop_tokens: tuple[str, ...],
+    control_tokens: tuple[str, ...],
     html_out: Path | None,
     as_json: bool,
 ) -> None:
     """Run the named checks on a tokenizer and template. Exit 1 when a check fails."""
-    from .. import list_families
+    from ..conversations.records import parse_kwargs
     from ..errors import UsageError
-    from ..verification.runner import verify_all_with_contexts, verify_with_context
-    from ..view.report import format_matrix, format_report
+    from ..verification.runner import verify_with_context
+    from ..view.report import format_report
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
     if all_families:
@@ -66,30 +70,23 @@ def verify_command(
                 "--all verifies every bundled family; drop SOURCE, --family and --template",
                 hint="hf-chat-templates verify --all",
             )
-        results = verify_all_with_contexts(only=checks)
-        reports = [r for r, _ in results]
-        if html_out is not None:
-            _write_html(html_out, results)
-        if as_json:
-            emit_json([r.to_dict() for r in reports])
-        else:
-            click.echo(format_matrix(reports))
-        # The seeds are shipped byte-exact as `upstream` to show what was wrong with them; what `install FAMILY`
-        # installs is the default variant, and that is what the exit code answers for.
-        defaults = {f.name: f.default_variant for f in list_families()}
-        failing = [r for r in reports if not r.ok and defaults.get(r.family or "") == r.variant]
-        if not as_json:
-            click.echo(
-                "default variants: "
-                + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing))
-            )
-        sys.exit(1 if failing else 0)
+        _verify_all(checks, html_out, as_json)
     if not source:
         raise UsageError(
             "missing SOURCE (a tokenizer folder or Hub repo id), or --all", hint="hf-chat-templates verify --all"
         )
+    kwargs = parse_kwargs(kwarg_pairs)
     report, ctx = verify_with_context(
-        source, family=family, variant=variant, template=template_file, only=checks, revision=revision, token=token
+        source,
+        family=family,
+        variant=variant,
+        template=template_file,
+        only=checks,
+        revision=revision,
+        token=token,
+        kwargs=kwargs,
+        stop_tokens=stop_tokens or None,
+        control_tokens=control_tokens or None,
     )
     if html_out is not None:
         _write_html(html_out, [(report, ctx)])
@@ -103,6 +100,7 @@ def verify_command(
             family=family,
             variant=variant,
             template=template_file,
+            kwargs=kwargs,
             workers=workers,
             revision=revision,
             token=token,
@@ -119,6 +117,32 @@ def verify_command(
             click.echo(dataset.describe())
     failed = not report.ok or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
+
+
+def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool) -> None:
+    """`verify --all`: every bundled family and variant; exits 1 when a family's default variant fails."""
+    from .. import list_families
+    from ..verification.runner import verify_all_with_contexts
+    from ..view.report import format_matrix
+
+    results = verify_all_with_contexts(only=checks)
+    reports = [r for r, _ in results]
+    if html_out is not None:
+        _write_html(html_out, results)
+    if as_json:
+        emit_json([r.to_dict() for r in reports])
+    else:
+        click.echo(format_matrix(reports))
+    # The seeds are shipped byte-exact as `upstream` to show what was wrong with them; what `install FAMILY`
+    # installs is the default variant, and that is what the exit code answers for.
+    defaults = {f.name: f.default_variant for f in list_families()}
+    failing = [r for r in reports if not r.ok and defaults.get(r.family or "") == r.variant]
+    if not as_json:
+        click.echo(
+            "default variants: "
+            + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing))
+        )
+    sys.exit(1 if failing else 0)
 
 
 def _write_html(path: Path, results: list[Any]) -> None:

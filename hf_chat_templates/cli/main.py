@@ -21,7 +21,7 @@ from .app import cli
 DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"
 
 # A library parameter whose option is not simply --name-with-dashes.
-_OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE"}
+_OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE", "stop_tokens": "--stop-token", "control_tokens": "--control-token"}
 
 # The one table from what went wrong to the exit code; the first matching row wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, emit_json, force_option, json_option, template_options
+from .app import cli, declaration_options, emit_json, force_option, json_option, template_options
 
 
 @cli.command("prepare")
@@ -29,13 +29,7 @@ from .app import cli, emit_json, force_option, json_option, template_options
 @template_options(
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
 )
-@click.option(
-    "--kwarg",
-    "kwarg_pairs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).",
-)
+@declaration_options
 @force_option
 @json_option
 def prepare_command(
@@ -48,6 +42,8 @@ def prepare_command(
     variant: str | None,
     template_file: Path | None,
     kwarg_pairs: tuple[str, ...],
+    stop_tokens: tuple[str, ...],
+    control_tokens: tuple[str, ...],
     force: bool,
     as_json: bool,
 ) -> None:
@@ -63,6 +59,8 @@ def prepare_command(
         variant=variant,
         template=template_file,
         kwargs=parse_kwargs(kwarg_pairs),
+        stop_tokens=stop_tokens or None,
+        control_tokens=control_tokens or None,
         max_length=max_length,
         workers=workers,
         force=force,

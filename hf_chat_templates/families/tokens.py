@@ -57,7 +57,9 @@ def template_tokens(
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
 ) -> TemplateTokens:
-    """Declared tokens first; then the variant's (given, or identified by the template's sha256); then inferred."""
+    """Declared tokens first; then the variant's (given, or identified by the template's sha256); then inferred.
+    Declared stop tokens replace the others; declared control tokens come before the ones found."""
+    stops = tuple(stop_tokens) if stop_tokens is not None else None
     found = variant or (identified[1] if (identified := identify(template)) else None)
     if found is not None:
         tokens = TemplateTokens(
@@ -74,9 +76,10 @@ def template_tokens(
         tokens = TemplateTokens(
             controls, inferred_stop_tokens(renderer, controls), {}, "inferred from the template's renderings"
         )
+    declared_controls = tuple(control_tokens or ())
     return TemplateTokens(
-        tuple(control_tokens) if control_tokens is not None else tokens.control_tokens,
-        tuple(stop_tokens) if stop_tokens is not None else tokens.stop_tokens,
+        tuple(dict.fromkeys([*declared_controls, *(stops or ()), *tokens.control_tokens])),
+        stops if stops is not None else tokens.stop_tokens,
         tokens.kwarg_defaults,
-        "declared" if stop_tokens is not None else tokens.origin,
+        "declared" if stops is not None else tokens.origin,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,12 +158,17 @@ def prepare(
     variant: str | None = None,
     template: str | Path | None = None,
     kwargs: dict[str, Any] | None = None,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
     max_length: int | None = None,
     workers: int | None = None,
     force: bool = False,
     progress: bool = False,
 ) -> PrepareReport:
-    """Stream a JSONL file of conversations into a datasets `Dataset` saved at `output` (written atomically)."""
+    """Stream a JSONL file of conversations into a datasets `Dataset` saved at `output` (written atomically).
+
+    `stop_tokens` declares the tokens that end an assistant turn (they replace the family's or inferred ones);
+    `control_tokens` declares control tokens the template writes, used with those found."""
     try:
         import pyarrow.compute  # noqa: F401
         from datasets import Features  # noqa: F401
@@ -179,8 +184,8 @@ def prepare(
         template=choice.template,
         kwargs=choice.kwargs,
         max_length=max_length,
-        stop_tokens=var.stop_tokens if var else None,
-        control_tokens=var.control_tokens if var else None,
+        stop_tokens=tuple(stop_tokens) if stop_tokens is not None else (var.stop_tokens if var else None),
+        control_tokens=(*(control_tokens or ()), *(var.control_tokens if var else ())) or None,
     )
     report = PrepareReport(path=str(path), output=str(out), spans_from=features.spans_from)
     # The caller's objects (a notebook's dataset, say) are moved out of the collector's way: each batch allocates

@@ -94,7 +94,8 @@ def load_state(
     if not tokens.stop_tokens:
         raise UsageError(
             "no stop token is known for this template, so a turn's end cannot be trained",
-            hint="pass stop_tokens=[...] (or install a bundled family, which declares them)",
+            hint=f"declare the token that ends an assistant turn: {option('stop_tokens')} TOKEN",
+            parameter="stop_tokens",
         )
     merged = {**tokenizer.special_tokens_map, **tokens.kwarg_defaults, **kwargs}
     compiled = _compat.compile_template(plain)

@@ -67,8 +67,14 @@ class VerifyContext:
         variant: Variant | None = None,
         kwargs: dict[str, Any] | None = None,
         probes: Iterable[Probe] | None = None,
+        stop_tokens: Iterable[str] | None = None,
+        control_tokens: Iterable[str] | None = None,
     ) -> None:
+        """`stop_tokens` and `control_tokens` are the caller's declarations: declared stops replace the family's or
+        inferred ones; declared control tokens come first, before the family's and the inferred ones."""
         self.tokenizer = tokenizer
+        self.declared_stops = tuple(stop_tokens) if stop_tokens is not None else None
+        self.declared_controls = tuple(control_tokens or ())
         self.template = template
         self.folder = folder
         self.variant = variant
@@ -130,16 +136,24 @@ class VerifyContext:
 
     @cached_property
     def control_tokens(self) -> tuple[str, ...]:
-        """Declared by the family, plus every control-token-shaped string or registered added token the template
-        writes in its literals or in its renderings of the probes."""
+        """Declared by the caller, then by the family, plus every control-token-shaped string or registered added
+        token the template writes in its literals or in its renderings of the probes."""
         texts = [r.text for r in self.rendered.values() if r.ok and r.text]
-        return inferred_control_tokens(
-            self.renderer, texts, self.probes, self.variant.control_tokens if self.variant else ()
+        declared = dict.fromkeys(
+            [
+                *self.declared_controls,
+                *(self.declared_stops or ()),
+                *(self.variant.control_tokens if self.variant else ()),
+            ]
         )
+        return inferred_control_tokens(self.renderer, texts, self.probes, tuple(declared))
 
     @cached_property
     def stop_tokens(self) -> tuple[str, ...]:
-        """Declared by the family; otherwise the first control token after the answer in the plain probe."""
+        """Declared by the caller, else by the family; otherwise the first control token after the answer in the
+        plain probe."""
+        if self.declared_stops is not None:
+            return self.declared_stops
         if self.variant:
             return self.variant.stop_tokens
         return inferred_stop_tokens(self.renderer, self.control_tokens)

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("pass", "fail", "warn", "skip")
+# What to do when no token is known to end a turn (a template no family declares, whose turns end with no token).
+STOP_TOKEN_HINT = (
+    "declare it: --stop-token TOKEN on the command line, stop_tokens=[...] from Python, or stop_tokens in a family.toml"
+)
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,13 @@ def verify(
     kwargs: dict[str, Any] | None = None,
     revision: str | None = None,
     token: str | None = None,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
 ) -> VerificationReport:
-    """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file."""
+    """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file.
+
+    `stop_tokens` declares the tokens that end an assistant turn (they replace the family's or inferred ones);
+    `control_tokens` declares control tokens the template writes, checked with those found."""
     return verify_with_context(
         source,
         family=family,
@@ -95,6 +100,8 @@ def verify(
         kwargs=kwargs,
         revision=revision,
         token=token,
+        stop_tokens=stop_tokens,
+        control_tokens=control_tokens,
     )[0]
 
 
@@ -126,6 +133,8 @@ def load_context(
     revision: str | None = None,
     token: str | None = None,
     probes: Iterable[Probe] | None = None,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file."""
     from transformers import AutoTokenizer
@@ -143,7 +152,16 @@ def load_context(
             path=choice.path,
         )
     choice = choice.identified(text)
-    ctx = VerifyContext(tokenizer, text, folder=folder, variant=choice.variant, kwargs=choice.kwargs, probes=probes)
+    ctx = VerifyContext(
+        tokenizer,
+        text,
+        folder=folder,
+        variant=choice.variant,
+        kwargs=choice.kwargs,
+        probes=probes,
+        stop_tokens=stop_tokens,
+        control_tokens=control_tokens,
+    )
     return ctx, choice.family, choice.variant, choice.path
 
 

@@ -75,5 +75,6 @@ def test_inferred_tokens_include_what_only_the_generation_prompt_writes(tmp_path
     tokens = template_tokens(tokenizer, template)
     assert "<|gen|>" in tokens.control_tokens and tokens.stop_tokens == ("<|im_end|>",)
     assert tokens.origin == "inferred from the template's renderings"
-    declared = template_tokens(tokenizer, template, stop_tokens=["<|im_end|>"], control_tokens=["<|im_end|>"])
-    assert declared.control_tokens == ("<|im_end|>",) and declared.origin == "declared"
+    declared = template_tokens(tokenizer, template, stop_tokens=["<|im_start|>"], control_tokens=["[MARK]"])
+    assert declared.stop_tokens == ("<|im_start|>",) and declared.origin == "declared"
+    assert declared.control_tokens[:2] == ("[MARK]", "<|im_start|>") and "<|gen|>" in declared.control_tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...conversations.probes import Probe
 from ..context import RecordContext, VerifyContext
-from ..results import CheckResult, Finding, around, first_difference, verdict
+from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict
 
 _KIND_NAMES = {
     "content": "content",
@@ -203,7 +203,7 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
             "completion-matches-content",
             "fail",
             "no stop token is known for this template",
-            hint="declare stop_tokens in the family config",
+            hint=STOP_TOKEN_HINT,
         )
     findings = []
     probes = _completion_probes(ctx)

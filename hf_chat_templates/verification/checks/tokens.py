@@ -57,7 +57,8 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
         "control-tokens-atomic",
         findings,
         f"{len(ctx.control_tokens)} control tokens, each one special id: {' '.join(ctx.control_tokens)}",
-        "register the control tokens: hf-chat-templates install FAMILY --tokenizer SRC --output DIR",
+        "register each control token as one special added token (normalized, lstrip and rstrip false); for a bundled "
+        "family, hf-chat-templates install FAMILY --tokenizer SRC --output DIR does it",
     )
 
 

@@ -8,7 +8,7 @@ from ...template.rendering import Renderer
 from ...template.spans import Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
 from ..context import VerifyContext
-from ..results import CheckResult, Finding, verdict
+from ..results import STOP_TOKEN_HINT, CheckResult, Finding, verdict
 
 
 def training_template_of(ctx: VerifyContext) -> tuple[str, str]:
@@ -165,7 +165,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
             "assistant-mask",
             "fail",
             "no stop token is known for this template",
-            hint="declare stop_tokens in the family config",
+            hint=STOP_TOKEN_HINT,
         )
     template, origin = training_template_of(ctx)
     training = Renderer(ctx.tokenizer, template, ctx.kwargs)
