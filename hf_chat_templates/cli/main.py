@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
 from ..errors import HfChatTemplatesError
 from ..publish.hub import VerificationFailed
 from . import catalog, checking, installing, publishing, training, viewing  # noqa: F401  (they register commands)
-from .app import cli
+from .app import cli, emit_json
 
 DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"
 
@@ -60,6 +61,24 @@ def exit_code(err: BaseException) -> int:
     return next(code for kind, code in EXIT_CODES if isinstance(err, kind))
 
 
+def error_document(err: BaseException) -> dict[str, Any]:
+    """The error as one JSON document, for a command run with --json: a script reading stdout always gets one."""
+    if isinstance(err, HfChatTemplatesError):
+        detail: dict[str, Any] = {
+            "message": err.render(err.template, option_name),
+            "hint": err.render(err.hint_template, option_name) if err.hint_template else None,
+            "path": str(err.path) if err.path is not None else None,
+            "key": err.key,
+            "line": err.line,
+            "option": option_name(err.parameter) if err.parameter else None,
+        }
+    elif isinstance(err, click.ClickException):
+        detail = {"message": err.format_message(), "hint": None}
+    else:
+        detail = {"message": str(err) or type(err).__name__, "hint": None}
+    return {"error": {"type": type(err).__name__, **detail}, "exit_code": exit_code(err)}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn expected errors into a message and exit code 2."""
     try:
@@ -71,5 +90,8 @@ def main(argv: list[str] | None = None) -> None:
         if debuggable and os.environ.get(DEBUG_ENV):
             raise
         _report(err)
+        # With --json, stdout holds one document whatever happens; push has printed its own on a failed verify.
+        if "--json" in (sys.argv[1:] if argv is None else argv) and not isinstance(err, VerificationFailed):
+            emit_json(error_document(err))
         sys.exit(exit_code(err))
     sys.exit(0)

@@ -26,6 +26,7 @@ from ..template.rendering import named_template
 from ..tokenizer.folder import read_folder
 from ..tokenizer.lossless import lossless_unless
 from .checks import RECORD_CHECK_IDS, RECORD_CHECKS, WARNING_ONLY
+from .checks.tokens import bos_positions
 from .context import RecordContext
 
 MAX_EXAMPLES = 5
@@ -129,6 +130,14 @@ class RecordChecker:
                 texts.append((number, record, text))
         return report, texts
 
+    def _bos_count(self, ids: list[int]) -> int:
+        """BOS in `tokenizer(rendered)` with its defaults: the rendering's own plus what the post-processor adds
+        (counted once, not re-encoded)."""
+        if self.bos_id is None:
+            return 0
+        bos_is_eos = self.bos_id == self.tokenizer.eos_token_id
+        return len(bos_positions(ids, self.bos_id, bos_is_eos=bos_is_eos)) + self.added_bos
+
     def _decoded(self, texts: list[str], ids: list[list[int]]) -> list[str]:
         """Decode only what is not proven lossless by construction (see lossless_unless)."""
         decoded = list(texts)
@@ -151,7 +160,7 @@ class RecordChecker:
         ids = [e.ids for e in encode([t for _, _, t in texts], add_special_tokens=False)]
         decoded = self._decoded([t for _, _, t in texts], ids)
         for (number, record, text), record_ids, back in zip(texts, ids, decoded):
-            bos = record_ids.count(self.bos_id) + self.added_bos if self.bos_id is not None else 0
+            bos = self._bos_count(record_ids)
             rc = RecordContext(record, text, record_ids, back, bos, self.controls)
             for check_id, check in RECORD_CHECKS:
                 message = check(rc)

@@ -226,3 +226,32 @@ def test_template_error_names_file_and_line() -> None:
         check_template_syntax("fine\n{{ ok }}\n{% for %}", "y.jinja")
     assert later.value.line == 3
     check_template_syntax("{% if x %}{% generation %}y{% endgeneration %}{% endif %}", "z.jinja")  # parses
+
+
+# ---- --json: one document on stdout, also when the command fails -------------------------------------------------
+
+
+def test_json_on_exit_2_is_one_document(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    code, stdout, stderr = run(
+        capsys, "install", "gigachat3", "--tokenizer", str(toy_tokenizer), "--output", str(out), "--json"
+    )
+    assert code == 2 and "error:" in stderr
+    doc = json.loads(stdout)
+    assert doc["exit_code"] == 2 and doc["error"]["type"] == "OutputExistsError"
+    assert doc["error"]["option"] == "--output" and doc["error"]["path"] == str(out.absolute())
+    assert "--force" in doc["error"]["hint"]
+
+
+def test_json_on_a_usage_error_of_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, _ = run(capsys, "verify", "--no-such-option", "--json")
+    assert code == 2 and json.loads(stdout)["error"]["type"] == "NoSuchOption"
+
+
+def test_without_json_stdout_stays_empty_on_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, stdout, stderr = run(capsys, "verify", str(tmp_path / "missing"))
+    assert code == 2 and stdout == "" and "no such folder" in stderr

@@ -86,11 +86,23 @@ def ids_match_string(ctx: VerifyContext) -> CheckResult:
     )
 
 
+def bos_positions(ids: list[int], bos_id: int, *, bos_is_eos: bool) -> list[int]:
+    """Where the BOS id stands. When BOS is also EOS (Granite, GPT-2), the id ends turns too: only the run at the
+    very start is a BOS there."""
+    if not bos_is_eos:
+        return [i for i, t in enumerate(ids) if t == bos_id]
+    run = 0
+    while run < len(ids) and ids[run] == bos_id:
+        run += 1
+    return list(range(run))
+
+
 def no_double_bos(ctx: VerifyContext) -> CheckResult:
     bos = ctx.tokenizer.bos_token
     if bos is None:
         return CheckResult("no-double-bos", "skip", "the tokenizer has no BOS token")
     bos_id = ctx.tokenizer.bos_token_id
+    bos_is_eos = bos_id == ctx.tokenizer.eos_token_id
     findings = []
     for probe, text in _rendered_probes(ctx):
         paths = {
@@ -98,7 +110,7 @@ def no_double_bos(ctx: VerifyContext) -> CheckResult:
             "tokenizer(rendered) with its defaults": list(ctx.tokenizer(text)["input_ids"]),
         }
         for path, ids in paths.items():
-            positions = [i for i, t in enumerate(ids) if t == bos_id]
+            positions = bos_positions(ids, bos_id, bos_is_eos=bos_is_eos)
             if len(positions) > 1:
                 findings.append(
                     Finding(
