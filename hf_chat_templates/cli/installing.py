@@ -1,8 +1,10 @@
-"""`install`: a bundled family's template on a tokenizer, or every family on its default base."""
+"""`install`: a bundled family's template, or your own template files, on a tokenizer; or every family on its
+default base."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -43,6 +45,28 @@ from .app import cli, emit_json, force_option, hub_options, json_option, warn
     is_flag=True,
     help="Every bundled family on its default base tokenizer, each in OUTPUT/FAMILY.",
 )
+@click.option(
+    "--template",
+    "templates",
+    multiple=True,
+    metavar="FILE|NAME=FILE",
+    help="Install your own template instead of a family: FILE is the default template, NAME=FILE a named one "
+    "such as tool_use (repeatable).",
+)
+@click.option(
+    "--control-token",
+    "control_tokens",
+    multiple=True,
+    metavar="TOKEN",
+    help="With --template: a control token it writes (repeatable); the others are inferred.",
+)
+@click.option(
+    "--stop-token",
+    "stop_tokens",
+    multiple=True,
+    metavar="TOKEN",
+    help="With --template: a token that ends an assistant turn (repeatable); else inferred.",
+)
 @json_option
 def install_command(
     family: str | None,
@@ -58,36 +82,25 @@ def install_command(
     revision: str | None,
     token: str | None,
     all_families: bool,
+    templates: tuple[str, ...],
+    control_tokens: tuple[str, ...],
+    stop_tokens: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Install FAMILY's template on a tokenizer, registering its control tokens and stop ids."""
-    from .. import apply_install, base_tokenizer, get_family, list_families, plan_install
-    from ..errors import UsageError
+    """Install FAMILY's template (or your own, --template FILE) on a tokenizer, registering its control tokens
+    and stop ids."""
+    from .. import apply_install, plan_install
 
-    if all_families:
-        if family or tokenizer:
-            raise UsageError(
-                "--all installs every family on its default base; drop FAMILY and --tokenizer",
-                hint="hf-chat-templates install --all --output DIR",
-            )
-        jobs = [(f, str(base_tokenizer(f.base_tokenizer)), output / f.name) for f in list_families()]
-    else:
-        if not family:
-            raise UsageError("missing FAMILY", hint="hf-chat-templates list")
-        fam = get_family(family)
-        if not tokenizer:
-            raise UsageError(
-                "missing --tokenizer",
-                hint=f"e.g. --tokenizer $(hf-chat-templates base-tokenizer {fam.base_tokenizer} --output base)",
-            )
-        jobs = [(fam, tokenizer, output)]
     documents = []
-    for fam, src, out in jobs:
+    for fam, src, out in _jobs(family, tokenizer, output, all_families, bool(templates)):
         plan = plan_install(
             fam,
             src,
             out,
             variant=None if all_families else variant,
+            template=list(templates) or None,
+            stop_tokens=stop_tokens or None,
+            control_tokens=control_tokens or None,
             format=fmt,
             reuse_reserved=reuse_reserved,
             keep_tokenizer_bos=keep_tokenizer_bos,
@@ -97,7 +110,7 @@ def install_command(
             token=token,
         )
         for warning in plan.warnings:
-            warn(f"{fam.name}: {warning}")
+            warn(f"{plan.family or plan.subject}: {warning}")
         if dry_run:
             documents.append(plan.to_dict())
             if not as_json:
@@ -105,22 +118,51 @@ def install_command(
             continue
         result = apply_install(plan)
         documents.append(result.to_dict())
-        if as_json:
-            continue
-        if all_families:
-            grew = f"+{plan.vocabulary_grew} ids" if plan.vocabulary_grew else "vocab unchanged"
-            click.echo(
-                f"{fam.name:<18} {plan.variant:<9} -> {out}  [{grew}; eos {plan.eos_token[1]}; "
-                f"stop ids {list(plan.stop_token_ids)}]"
-            )
-        else:
-            click.echo(plan.describe())
-            if result.already_installed:
-                click.echo(f"already installed: {out} holds exactly these files; nothing written")
-            else:
-                click.echo(
-                    f"written: {out}"
-                    + (f" (previous folder kept at {result.replaced_to})" if result.replaced_to else "")
-                )
+        if not as_json:
+            _echo_result(result, out, all_families)
     if as_json:
         emit_json(documents if all_families else documents[0])
+
+
+def _jobs(
+    family: str | None, tokenizer: str | None, output: Path, all_families: bool, templates: bool
+) -> list[tuple[Any, str, Path]]:
+    """(family or None, source, output) for each install the command makes."""
+    from .. import base_tokenizer, get_family, list_families
+    from ..errors import UsageError
+
+    if all_families:
+        if family or tokenizer or templates:
+            raise UsageError(
+                "--all installs every family on its default base; drop FAMILY, --template and --tokenizer",
+                hint="hf-chat-templates install --all --output DIR",
+            )
+        return [(f, str(base_tokenizer(f.base_tokenizer)), output / f.name) for f in list_families()]
+    if not family and not templates:
+        raise UsageError("missing FAMILY (or --template FILE)", hint="hf-chat-templates list")
+    fam = get_family(family) if family else None
+    if not tokenizer:
+        base = fam.base_tokenizer if fam else "llama3"
+        raise UsageError(
+            "missing --tokenizer",
+            hint=f"e.g. --tokenizer $(hf-chat-templates base-tokenizer {base} --output base)",
+        )
+    return [(fam, tokenizer, output)]
+
+
+def _echo_result(result: Any, out: Path, all_families: bool) -> None:
+    plan = result.plan
+    if all_families:
+        grew = f"+{plan.vocabulary_grew} ids" if plan.vocabulary_grew else "vocab unchanged"
+        click.echo(
+            f"{plan.family:<18} {plan.variant:<9} -> {out}  [{grew}; eos {plan.eos_token[1]}; "
+            f"stop ids {list(plan.stop_token_ids)}]"
+        )
+        return
+    click.echo(plan.describe())
+    if result.already_installed:
+        click.echo(f"already installed: {out} holds exactly these files; nothing written")
+    else:
+        click.echo(
+            f"written: {out}" + (f" (previous folder kept at {result.replaced_to})" if result.replaced_to else "")
+        )

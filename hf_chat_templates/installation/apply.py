@@ -6,6 +6,7 @@ promised (the template, each control token one id, eos and pad, no post-processo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InstallCheckError
@@ -15,6 +16,7 @@ from ..template.training_variant import TRAINING_TEMPLATE_NAME
 from ..tokenizer.folder import TOKENIZER_JSON, folder_matches, write_folder
 from .plan import InstallPlan, InstallResult
 from .planner import plan_install
+from .subject import TemplateFiles
 
 
 def self_check(folder: Path, plan: InstallPlan) -> None:
@@ -32,7 +34,10 @@ def self_check(folder: Path, plan: InstallPlan) -> None:
         ) from None
     problems = []
     if named_template(tok) != plan.expected_template:
-        problems.append("the reloaded chat_template differs from the variant's template")
+        problems.append("the reloaded chat_template differs from the template installed")
+    for name, text in plan.expected_named.items():
+        if named_template(tok, name) != text:
+            problems.append(f"the reloaded '{name}' template differs from the one installed")
     if plan.training_template is not None and named_template(tok, TRAINING_TEMPLATE_NAME) != plan.training_template:
         problems.append(f"the reloaded '{TRAINING_TEMPLATE_NAME}' template differs from the derived one")
     for change in plan.tokens:
@@ -69,11 +74,14 @@ def apply_install(plan: InstallPlan, *, force: bool | None = None) -> InstallRes
 
 
 def install(
-    family: str | Family,
+    family: str | Family | None,
     tokenizer: str | Path,
     output: str | Path,
     *,
     variant: str | None = None,
+    template: TemplateFiles | None = None,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
     keep_tokenizer_bos: bool = False,
@@ -82,15 +90,20 @@ def install(
     revision: str | None = None,
     token: str | None = None,
 ) -> InstallResult:
-    """Install `family` on the tokenizer at `tokenizer` (a folder or Hub repo id), writing `output`.
+    """Install `family` (or the template files `template`) on the tokenizer at `tokenizer` (a folder or Hub repo
+    id), writing `output`. See `plan_install` for `template`, `stop_tokens` and `control_tokens`.
 
     >>> install("gigachat3", base_tokenizer("llama3"), "gigachat-tok", reuse_reserved=True)  # doctest: +SKIP
+    >>> install(None, "org/model", "out", template="chat.jinja", stop_tokens=["<|im_end|>"])  # doctest: +SKIP
     """
     plan = plan_install(
         family,
         tokenizer,
         output,
         variant=variant,
+        template=template,
+        stop_tokens=stop_tokens,
+        control_tokens=control_tokens,
         format=format,
         reuse_reserved=reuse_reserved,
         keep_tokenizer_bos=keep_tokenizer_bos,

@@ -39,8 +39,8 @@ class FileChange:
 class InstallPlan:
     """Everything an install would do, computed before anything is written."""
 
-    family: str
-    variant: str
+    family: str | None  # None for template files
+    variant: str | None
     source: str
     source_path: Path
     output: Path
@@ -61,6 +61,9 @@ class InstallPlan:
     staged: tuple[StagedFile, ...] = field(repr=False, compare=False, default=())
     expected_template: str = field(repr=False, compare=False, default="")
     training_template: str | None = field(repr=False, compare=False, default=None)
+    subject: str = ""  # what is installed: "family/variant", or the template file's name
+    tokens_from: str = ""  # where the control and stop tokens came from: declared, a bundled family, inferred
+    expected_named: dict[str, str] = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def vocabulary_grew(self) -> int:
@@ -88,13 +91,17 @@ class InstallPlan:
             },
             "bos_dropped_from_post_processor": self.bos_dropped_from_post_processor,
             "training_template": TRAINING_TEMPLATE_NAME if self.training_template is not None else None,
+            "named_templates": sorted(self.expected_named),
+            "tokens_from": self.tokens_from,
             "warnings": list(self.warnings),
         }
 
     def describe(self) -> str:
         lines = [
-            f"install {self.family} (variant {self.variant}) from {self.source} into {self.output}",
+            (f"install {self.family} (variant {self.variant})" if self.family else f"install {self.subject}")
+            + f" from {self.source} into {self.output}",
             f"  template sha256 {self.template_sha256[:16]}…, written as: {self.format}",
+            f"  tokens from: {self.tokens_from}",
             "  files:",
         ]
         for f in self.files:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerFolderError, UsageError, option
-from ..families.registry import Family, Variant, get_family
+from ..families.registry import Family
 from ..outputs import check_output
-from ..template.syntax import check_template_syntax
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
 from ..tokenizer.folder import (
     CHAT_TEMPLATE_DIR,
@@ -45,6 +45,7 @@ from ..tokenizer.vocab import (
     with_content,
 )
 from .plan import FORMATS, FileChange, InstallPlan
+from .subject import InstallSubject, TemplateFiles, from_family, from_templates
 
 # Tried in order when a tokenizer has no pad token (after the family's own preferences).
 GENERIC_PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
@@ -67,7 +68,7 @@ def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
 
 
 def _choose_pad(
-    family: Family, config: dict[str, Any], vocab: Vocabulary, eos: str, stops: tuple[str, ...]
+    subject: InstallSubject, config: dict[str, Any], vocab: Vocabulary, eos: str, stops: tuple[str, ...]
 ) -> tuple[str | None, list[str]]:
     current = token_content(config.get("pad_token"))
     warnings = []
@@ -79,7 +80,7 @@ def _choose_pad(
             )
         return current, warnings
     unk = token_content(config.get("unk_token")) or vocab.data["model"].get("unk_token")
-    for candidate in (*family.pad_tokens, *GENERIC_PAD_TOKENS, unk):
+    for candidate in (*subject.pad_tokens, *GENERIC_PAD_TOKENS, unk):
         if candidate and candidate != eos and candidate not in stops and vocab.is_special(candidate):
             return candidate, warnings
     warnings.append(
@@ -110,8 +111,7 @@ class _Tokens:
 
 
 def _plan_tokens(
-    fam: Family,
-    var: Variant,
+    subject: InstallSubject,
     folder: TokenizerFolder,
     config: dict[str, Any],
     *,
@@ -124,11 +124,15 @@ def _plan_tokens(
     before = Vocabulary(tokenizer_json, origin)
     keep = {token_content(config.get(k)) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     new_tj, changes, warnings = register_control_tokens(
-        tokenizer_json, var.control_tokens, reuse_reserved=reuse_reserved, keep={k for k in keep if k}, origin=origin
+        tokenizer_json,
+        subject.control_tokens,
+        reuse_reserved=reuse_reserved,
+        keep={k for k in keep if k},
+        origin=origin,
     )
     bos_dropped = None
     bos = token_content(config.get("bos_token"))
-    if fam.template_writes_bos and not keep_tokenizer_bos and bos:
+    if subject.template_writes_bos and not keep_tokenizer_bos and bos:
         # The template writes {{ bos_token }}; a post-processor adding it too gives a double BOS to everyone who
         # tokenizes the rendered text with the defaults.
         new_tj, dropped = drop_post_processor_token(new_tj, bos)
@@ -144,8 +148,7 @@ def _plan_config(
     tokens: _Tokens,
     eos: str,
     pad: str | None,
-    template: str,
-    training_text: str | None,
+    named: dict[str, str],
     format: str,
 ) -> dict[str, Any]:
     """tokenizer_config.json: tokens kept in step, eos and pad set, the template written as `format` asks."""
@@ -157,9 +160,6 @@ def _plan_config(
         config.pop("chat_template", None)
         return config
     existing = config.get("chat_template")
-    named = {"default": template}
-    if training_text is not None:
-        named[TRAINING_TEMPLATE_NAME] = training_text
     if isinstance(existing, list) or len(named) > 1:  # named templates: ours replaced, the others kept
         others = [
             t
@@ -168,7 +168,7 @@ def _plan_config(
         ]
         config["chat_template"] = [{"name": k, "template": v} for k, v in named.items()] + others
     else:
-        config["chat_template"] = template
+        config["chat_template"] = named["default"]
     return config
 
 
@@ -211,12 +211,14 @@ def _plan_generation_config(
     return gen, tuple(eos_ids)
 
 
-def _training_template(folder: TokenizerFolder, var: Variant, wanted: bool, warnings: list[str]) -> str | None:
+def _training_template(
+    folder: TokenizerFolder, subject: InstallSubject, wanted: bool, warnings: list[str]
+) -> str | None:
     """The training variant to write: when asked, or when the source holds one derived from an earlier install
     (it is derived anew, so it never describes a template that is no longer there)."""
     existing = folder.named_template(TRAINING_TEMPLATE_NAME)
     if wanted or (existing is not None and is_training_template(existing)):
-        return derive_training_template(var.template, var.stop_tokens, var.control_tokens)
+        return derive_training_template(subject.template, subject.stop_tokens, subject.control_tokens)
     if existing is not None:
         warnings.append(
             f"the source's own '{TRAINING_TEMPLATE_NAME}' template is kept as it is: it may not match "
@@ -290,39 +292,92 @@ class _Files:
 def _plan_files(
     folder: TokenizerFolder,
     jsons: dict[str, tuple[Any, Any, str]],
-    template: str,
-    training_text: str | None,
+    named: dict[str, str],
     format: str,
-    name: str,
+    labels: dict[str, str],
 ) -> _Files:
+    """Every file: the JSON files, each template as a file (`format` both or jinja) or not (config), the rest kept."""
     files = _Files(folder)
     for rel, (before, after, summary) in jsons.items():
         files.write_json(rel, before, after, summary)
-    if format in ("both", "jinja"):
-        files.write(CHAT_TEMPLATE_FILE, template.encode("utf-8"), name)
-    else:
-        files.remove(CHAT_TEMPLATE_FILE, "transformers would prefer it over the config key")
-    if training_text is not None:
-        training_file = f"{CHAT_TEMPLATE_DIR}/{TRAINING_TEMPLATE_NAME}.jinja"
+    for name, text in named.items():
+        rel = CHAT_TEMPLATE_FILE if name == "default" else f"{CHAT_TEMPLATE_DIR}/{name}.jinja"
+        summary = labels.get(name) or labels["default"] + " with {% generation %}"
         if format in ("both", "jinja"):
-            files.write(training_file, training_text.encode("utf-8"), f"{name} with {{% generation %}}")
+            files.write(rel, text.encode("utf-8"), summary)
+        elif name == "default":
+            files.remove(rel, "transformers would prefer it over the config key")
         else:
-            files.remove(training_file, "written to the config key instead")
+            files.remove(rel, "written to the config key instead")
     files.keep_the_rest()
     return files
 
 
-def _resolve(family: str | Family, variant: str | None, format: str) -> tuple[Family, Variant]:
+def _plan_jsons(
+    folder: TokenizerFolder,
+    tokens: _Tokens,
+    config: dict[str, Any],
+    generation: tuple[Any, Any, str],
+    eos: str,
+    pad: str | None,
+) -> dict[str, tuple[Any, Any, str]]:
+    """The JSON files of the output: (before, after, summary) by path."""
+    jsons: dict[str, tuple[Any, Any, str]] = {
+        TOKENIZER_JSON: (folder.tokenizer_json, tokens.tokenizer_json, _token_summary(tokens.changes)),
+        TOKENIZER_CONFIG: (
+            folder.tokenizer_config if TOKENIZER_CONFIG in folder.files else None,
+            config,
+            _config_summary(folder.tokenizer_config, config),
+        ),
+        GENERATION_CONFIG: generation,
+    }
+    if (stm := _plan_special_tokens_map(folder, tokens, eos, pad)) is not None:
+        jsons[SPECIAL_TOKENS_MAP] = (folder.special_tokens_map, stm, "eos/pad kept in step")
+    return jsons
+
+
+def _check_format(format: str) -> None:
     if format not in FORMATS:
         raise UsageError(
             f"unknown {option('format')} {format!r}; choose one of {', '.join(FORMATS)}",
             hint=f"{option('format')} both",
             parameter="format",
         )
-    fam = family if isinstance(family, Family) else get_family(family)
-    var = fam.variant(variant)
-    check_template_syntax(var.template, var.template_path)
-    return fam, var
+
+
+def _family_subject(
+    family: str | Family | None, variant: str | None, template: TemplateFiles | None
+) -> InstallSubject | None:
+    """The bundled family's variant to install, or None for template files; refuses what cannot go together."""
+    if family is not None and template is not None:
+        raise UsageError(
+            f"give a family or {option('template')}, not both",
+            parameter="template",
+            hint="install a bundled family by name, or your own template file",
+        )
+    if family is not None:
+        return from_family(family, variant)
+    if template is None:
+        raise UsageError(
+            f"nothing to install: name a family or pass {option('template')} FILE",
+            parameter="template",
+            hint="hf-chat-templates list shows the bundled families",
+        )
+    if variant is not None:
+        raise UsageError(
+            f"{option('variant')} picks a family's variant; a template file has none",
+            parameter="variant",
+            hint=f"drop {option('variant')}",
+        )
+    return None
+
+
+def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared: dict[str, Any]) -> InstallSubject:
+    """Template files, their tokens inferred (unless declared) on the source tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder.path))
+    return from_templates(template, tokenizer, **declared)
 
 
 def _source_folder(
@@ -342,11 +397,14 @@ def _source_folder(
 
 
 def plan_install(
-    family: str | Family,
+    family: str | Family | None,
     tokenizer: str | Path,
     output: str | Path,
     *,
     variant: str | None = None,
+    template: TemplateFiles | None = None,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
     keep_tokenizer_bos: bool = False,
@@ -355,49 +413,48 @@ def plan_install(
     revision: str | None = None,
     token: str | None = None,
 ) -> InstallPlan:
-    """Compute what installing `family` on `tokenizer` into `output` would write. Writes nothing."""
-    fam, var = _resolve(family, variant, format)
+    """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
+    `tokenizer` into `output` would write; writes nothing. Their tokens: declared, a bundled family's, or inferred."""
+    _check_format(format)
+    family_subject = _family_subject(family, variant, template)
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
-    config = copy.deepcopy(folder.tokenizer_config)
-    tokens = _plan_tokens(
-        fam, var, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos
+    subject = family_subject or _template_subject(
+        template or "", folder, {"stop_tokens": stop_tokens, "control_tokens": control_tokens}
     )
-    warnings, vocab, eos = tokens.warnings, tokens.after, var.stop_tokens[0]
-    pad, pad_warnings = _choose_pad(fam, config, vocab, eos, var.stop_tokens)
+    config = copy.deepcopy(folder.tokenizer_config)
+    tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)
+    warnings, vocab, eos = tokens.warnings, tokens.after, subject.stop_tokens[0]
+    pad, pad_warnings = _choose_pad(subject, config, vocab, eos, subject.stop_tokens)
     warnings += pad_warnings
-    stop_ids = tuple(int(i) for t in var.stop_tokens if (i := vocab.id_of(t)) is not None)
-    assert len(stop_ids) == len(var.stop_tokens)
+    stop_ids = tuple(int(i) for t in subject.stop_tokens if (i := vocab.id_of(t)) is not None)
+    assert len(stop_ids) == len(subject.stop_tokens)
     old_eos, old_pad = token_content(config.get("eos_token")), token_content(config.get("pad_token"))
-    training_text = _training_template(folder, var, training, warnings)
-    config = _plan_config(config, tokens, eos, pad, var.template, training_text, format)
+    training_text = _training_template(folder, subject, training, warnings)
+    named = dict(subject.templates)
+    if training_text is not None:
+        named[TRAINING_TEMPLATE_NAME] = training_text
+    config = _plan_config(config, tokens, eos, pad, named, format)
     gen_before = tuple(_as_id_list((folder.generation_config or {}).get("eos_token_id")))
     gen, gen_after = _plan_generation_config(folder, vocab, config, old_eos, stop_ids, pad)
-    jsons: dict[str, tuple[Any, Any, str]] = {
-        TOKENIZER_JSON: (folder.tokenizer_json, tokens.tokenizer_json, _token_summary(tokens.changes)),
-        TOKENIZER_CONFIG: (
-            folder.tokenizer_config if TOKENIZER_CONFIG in folder.files else None,
-            config,
-            _config_summary(folder.tokenizer_config, config),
-        ),
-        GENERATION_CONFIG: (folder.generation_config, gen, f"eos_token_id {list(gen_before)} -> {list(gen_after)}"),
-    }
-    if (stm := _plan_special_tokens_map(folder, tokens, eos, pad)) is not None:
-        jsons[SPECIAL_TOKENS_MAP] = (folder.special_tokens_map, stm, "eos/pad kept in step")
-    files = _plan_files(folder, jsons, var.template, training_text, format, f"{fam.name}/{var.name}")
+    generation = (folder.generation_config, gen, f"eos_token_id {list(gen_before)} -> {list(gen_after)}")
+    jsons = _plan_jsons(folder, tokens, config, generation, eos, pad)
+    labels = {"default": subject.label}
+    labels |= {name: Path(origin).name for name, origin in subject.origins.items() if name != "default"}
+    files = _plan_files(folder, jsons, named, format, labels)
     if tokens.before.size != vocab.size:
         warnings.append(
             f"the vocabulary grows from {tokens.before.size} to {vocab.size} ids: call "
             f"model.resize_token_embeddings({vocab.size}) before training, or use --reuse-reserved"
         )
     return InstallPlan(
-        family=fam.name,
-        variant=var.name,
+        family=subject.family,
+        variant=subject.variant,
         source=str(tokenizer),
         source_path=folder.path,
         output=output_path,
         format=format,
-        template_sha256=sha256_bytes(var.template.encode("utf-8")),
+        template_sha256=sha256_bytes(subject.template.encode("utf-8")),
         files=tuple(files.changes),
         tokens=tokens.changes,
         vocab_size_before=tokens.before.size,
@@ -411,6 +468,9 @@ def plan_install(
         bos_dropped_from_post_processor=tokens.bos_dropped,
         force=force,
         staged=tuple(files.staged),
-        expected_template=var.template,
+        expected_template=subject.template,
         training_template=training_text,
+        subject=subject.label,
+        tokens_from=subject.tokens_from,
+        expected_named={k: v for k, v in subject.templates.items() if k != "default"},
     )

@@ -1,0 +1,133 @@
+"""What an install puts on a tokenizer: a bundled family's variant, or template files the user brings.
+
+Either way it comes down to the same value: the templates by name (`default`, and named ones such as `tool_use`),
+the control tokens to register, the stop tokens, whether the template writes BOS itself, and where the tokens came
+from. For template files the tokens are, in order: what the user declares, the bundled family whose template it
+is (by sha256), and what the template emits on the probes, an inference the plan shows for review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2.meta
+
+from ..errors import UsageError, option
+from ..families.registry import Family, Variant, get_family
+from ..families.tokens import template_tokens
+from ..template.syntax import check_template_syntax, parse_environment, read_template_file
+
+
+@dataclass(frozen=True)
+class InstallSubject:
+    label: str  # "family/variant", or the template file's name
+    templates: dict[str, str]  # by name; "default" always
+    control_tokens: tuple[str, ...]
+    stop_tokens: tuple[str, ...]
+    template_writes_bos: bool
+    pad_tokens: tuple[str, ...] = ()
+    tokens_from: str = ""
+    family: str | None = None
+    variant: str | None = None
+    origins: dict[str, str] = field(default_factory=dict)  # template name -> file or family path, for messages
+
+    @property
+    def template(self) -> str:
+        return self.templates["default"]
+
+
+def from_family(family: str | Family, variant: str | None) -> InstallSubject:
+    fam = family if isinstance(family, Family) else get_family(family)
+    var: Variant = fam.variant(variant)
+    check_template_syntax(var.template, var.template_path)
+    return InstallSubject(
+        label=f"{fam.name}/{var.name}",
+        templates={"default": var.template},
+        control_tokens=var.control_tokens,
+        stop_tokens=var.stop_tokens,
+        template_writes_bos=fam.template_writes_bos,
+        pad_tokens=fam.pad_tokens,
+        tokens_from=f"the bundled family {fam.name}/{var.name}",
+        family=fam.name,
+        variant=var.name,
+        origins={"default": str(var.template_path)},
+    )
+
+
+TemplateFiles = str | Path | Mapping[str, str | Path] | Sequence[str | Path]
+
+
+def template_files(template: TemplateFiles) -> dict[str, Path]:
+    """`template` as files by name: a path is the default; `NAME=FILE` strings (alone or in a list) or a mapping
+    name the others."""
+    if isinstance(template, Mapping):
+        items: list[tuple[str, str | Path]] = list(template.items())
+    elif isinstance(template, (str, Path)):
+        items = [("", template)]
+    else:
+        items = [("", t) for t in template]
+    files: dict[str, Path] = {}
+    for name, path in items:
+        text = str(path)
+        if not name and "=" in text and not Path(text).exists():
+            name, _, text = text.partition("=")
+        name = name or "default"
+        if name in files:
+            raise UsageError(
+                f"{option('template')} names the template {name!r} twice",
+                parameter="template",
+                hint="give each named template once, as NAME=FILE",
+            )
+        files[name] = Path(text)
+    if "default" not in files:
+        raise UsageError(
+            f"{option('template')} gives no default template (a FILE without NAME=)",
+            parameter="template",
+            hint=f"add {option('template')} FILE for the default template",
+        )
+    return files
+
+
+def writes_bos(template: str) -> bool:
+    """Whether the template reads `bos_token` (and so writes BOS itself)."""
+    return "bos_token" in jinja2.meta.find_undeclared_variables(parse_environment().parse(template))
+
+
+def from_templates(
+    template: TemplateFiles,
+    tokenizer: object,
+    *,
+    stop_tokens: Iterable[str] | None = None,
+    control_tokens: Iterable[str] | None = None,
+) -> InstallSubject:
+    """Template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said which)."""
+    files = template_files(template)
+    texts = {}
+    for name, path in files.items():
+        texts[name] = read_template_file(path)
+        check_template_syntax(texts[name], path)
+    declared_controls = tuple(control_tokens or ())
+    found = template_tokens(tokenizer, texts["default"], stop_tokens=stop_tokens, control_tokens=declared_controls)
+    controls = list(found.control_tokens)
+    for name, text in texts.items():
+        if name != "default":  # a named template may write tokens the default does not (tool_use's tool blocks)
+            other = template_tokens(tokenizer, text, stop_tokens=found.stop_tokens)
+            controls += [t for t in other.control_tokens if t not in controls]
+    if not found.stop_tokens:
+        raise UsageError(
+            f"{files['default']}: no token is known to end an assistant turn, so generation would never stop",
+            hint=f"declare it: {option('stop_tokens')} TOKEN",
+            path=files["default"],
+            parameter="stop_tokens",
+        )
+    return InstallSubject(
+        label=files["default"].name,
+        templates=texts,
+        control_tokens=tuple(controls),
+        stop_tokens=found.stop_tokens,
+        template_writes_bos=writes_bos(texts["default"]),
+        tokens_from=found.origin,
+        origins={name: str(path) for name, path in files.items()},
+    )
