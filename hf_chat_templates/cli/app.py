@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -83,4 +84,27 @@ def declaration_options(func: F) -> F:
         multiple=True,
         metavar="NAME=VALUE",
         help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).",
+    )(func)
+
+
+def _add_family_folders(ctx: click.Context, param: click.Parameter, value: tuple[Path, ...]) -> None:
+    """Read families from these folders too, for this run (they go before HF_CHAT_TEMPLATES_FAMILIES)."""
+    if value:
+        from ..families.registry import FAMILIES_ENV
+
+        current = [p for p in os.environ.get(FAMILIES_ENV, "").split(os.pathsep) if p]
+        os.environ[FAMILIES_ENV] = os.pathsep.join(dict.fromkeys([*map(str, value), *current]))
+
+
+def families_option(func: F) -> F:
+    """--families DIR: family folders of your own (each with a family.toml), beside the bundled ones."""
+    return click.option(
+        "--families",
+        type=click.Path(path_type=Path),
+        multiple=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_add_family_folders,
+        metavar="DIR",
+        help="Also read families from DIR (folders with a family.toml; repeatable; also HF_CHAT_TEMPLATES_FAMILIES).",
     )(func)

@@ -7,11 +7,12 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, json_option
+from .app import cli, emit_json, families_option, json_option
 
 
 @cli.command("list")
 @json_option
+@families_option
 def list_command(as_json: bool) -> None:
     """List the bundled families, their variants, control tokens and stop tokens."""
     from .. import list_families
@@ -60,6 +61,7 @@ def _family_dict(fam: Any) -> dict[str, Any]:
 @click.option("--variant", default=None, help="Variant name (default: the family's default variant).")
 @click.option("--template", "show_template", is_flag=True, help="Print the template text only.")
 @json_option
+@families_option
 def show_command(family: str, variant: str | None, show_template: bool, as_json: bool) -> None:
     """Show one family: its config, or with --template the template itself."""
     from .. import get_family

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .app import cli, declaration_options, emit_json, hub_options, json_option, template_options
+from .app import cli, declaration_options, emit_json, families_option, hub_options, json_option, template_options
 
 
 @cli.command("verify")
@@ -40,6 +40,7 @@ from .app import cli, declaration_options, emit_json, hub_options, json_option, 
     help="Also write a self-contained HTML report: the matrix, and the tokens around every failure.",
 )
 @json_option
+@families_option
 def verify_command(
     source: str | None,
     family: str | None,

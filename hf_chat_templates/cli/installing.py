@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, force_option, hub_options, json_option, warn
+from .app import cli, emit_json, families_option, force_option, hub_options, json_option, warn
 
 
 @cli.command("install")
@@ -68,6 +68,7 @@ from .app import cli, emit_json, force_option, hub_options, json_option, warn
     help="With --template: a token that ends an assistant turn (repeatable); else inferred.",
 )
 @json_option
+@families_option
 def install_command(
     family: str | None,
     tokenizer: str | None,

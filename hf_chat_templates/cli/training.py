@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, declaration_options, emit_json, force_option, json_option, template_options
+from .app import cli, declaration_options, emit_json, families_option, force_option, json_option, template_options
 
 
 @cli.command("prepare")
@@ -32,6 +32,7 @@ from .app import cli, declaration_options, emit_json, force_option, json_option,
 @declaration_options
 @force_option
 @json_option
+@families_option
 def prepare_command(
     source: str,
     conversations: Path,

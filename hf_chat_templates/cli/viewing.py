@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, template_options
+from .app import cli, families_option, template_options
 
 
 @cli.command("view")
@@ -33,6 +33,7 @@ from .app import cli, template_options
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Write an HTML page.")
 @click.option("--ids", is_flag=True, help="Show each token's id in the terminal.")
 @click.option("--width", type=int, default=None, help="Terminal width (default: the terminal's).")
+@families_option
 def view_command(
     source: str,
     messages_file: Path,

@@ -24,6 +24,9 @@ from ..errors import ConfigError, UnknownNameError, closest_hint
 from ..template.syntax import check_template_syntax, read_template_file
 
 CONFIG_FILE = "family.toml"
+# More family folders: a list of folders in this variable, and the folders packages register in this group.
+FAMILIES_ENV = "HF_CHAT_TEMPLATES_FAMILIES"
+ENTRY_POINT_GROUP = "hf_chat_templates.families"
 _NO_DEFAULT = object()
 
 _FAMILY_KEYS = {
@@ -299,23 +302,65 @@ def load_family(directory: Path) -> Family:
     )
 
 
-@lru_cache(maxsize=4)
-def _load_all(root: Path) -> dict[str, Family]:
-    families = {}
-    for directory in sorted(p for p in root.iterdir() if p.is_dir() and (p / CONFIG_FILE).exists()):
-        family = load_family(directory)
-        families[family.name] = family
-    return families
+def _entry_point_roots() -> list[Path]:
+    """Family folders other packages ship: each entry point of the group gives a folder (or a function that
+    returns one)."""
+    from importlib.metadata import entry_points
+
+    roots = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            value = ep.load()
+            roots.append(Path(value() if callable(value) else value))
+        except Exception as err:  # a broken plugin is named, never skipped without a word
+            raise ConfigError(
+                f"the entry point {ep.name!r} ({ep.value}) of {ENTRY_POINT_GROUP} does not load: "
+                f"{type(err).__name__}: {err}",
+                hint="fix or uninstall the package that ships it",
+            ) from None
+    return roots
+
+
+def family_roots() -> tuple[Path, ...]:
+    """Where families are read from, in order: the bundled ones, the folders in HF_CHAT_TEMPLATES_FAMILIES
+    (separated by the path separator), and the folders other packages ship through the entry-point group."""
+    extra = [Path(p) for p in os.environ.get(FAMILIES_ENV, "").split(os.pathsep) if p]
+    for root in extra:
+        if not root.is_dir():
+            raise ConfigError(
+                f"{root}: no such folder (from {FAMILIES_ENV} or --families)",
+                path=root,
+                hint="point it at a folder that holds family folders (each with a family.toml)",
+            )
+    roots = [default_config_root(), *extra, *_entry_point_roots()]
+    return tuple(dict.fromkeys(root.resolve() for root in roots))  # a folder named twice is read once
+
+
+@lru_cache(maxsize=8)
+def _load_all(roots: tuple[Path, ...]) -> dict[str, Family]:
+    families: dict[str, Family] = {}
+    for root in roots:
+        for directory in sorted(p for p in root.iterdir() if p.is_dir() and (p / CONFIG_FILE).exists()):
+            family = load_family(directory)
+            if family.name in families:  # never one silently hiding another
+                raise ConfigError(
+                    f"two families are named {family.name!r}: {families[family.name].directory} and {directory}",
+                    hint="rename one (its folder and its name key)",
+                    path=directory / CONFIG_FILE,
+                    key="name",
+                )
+            families[family.name] = family
+    return dict(sorted(families.items()))
 
 
 def list_families(root: Path | None = None) -> list[Family]:
-    """Every bundled family, sorted by name."""
-    return list(_load_all(root or default_config_root()).values())
+    """Every family, sorted by name: the bundled ones and those of `family_roots` (or only those in `root`)."""
+    return list(_load_all((root,) if root else family_roots()).values())
 
 
 def get_family(name: str, root: Path | None = None) -> Family:
     """The family called `name`; an unknown name lists the families that exist and the closest match."""
-    families = _load_all(root or default_config_root())
+    families = _load_all((root,) if root else family_roots())
     try:
         return families[name]
     except KeyError:
