@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, families_option, json_option
+from .app import cli, emit_json, families_option, force_option, hub_options, json_option
 
 
 @cli.command("list")
@@ -115,3 +115,80 @@ def base_tokenizer_command(name: str, output: Path | None, add_bos: bool | None,
         click.echo(str(base_tokenizer(name, add_bos=add_bos)))
     else:
         click.echo(str(write_base_tokenizer(name, output, add_bos=add_bos, force=force)))
+
+
+@cli.group("family")
+def family_group() -> None:
+    """Families of your own: a folder with a family.toml and templates, read with --families DIR."""
+
+
+@family_group.command("init")
+@click.argument("name")
+@click.option(
+    "--template",
+    "template_file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The template file the family holds (copied byte for byte).",
+)
+@click.option("--tokenizer", required=True, help="The tokenizer its tokens are inferred on: a folder or Hub repo id.")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The folder of families to write NAME into (then: --families OUTPUT).",
+)
+@click.option(
+    "--stop-token",
+    "stop_tokens",
+    multiple=True,
+    metavar="TOKEN",
+    help="A token that ends an assistant turn (repeatable); else inferred.",
+)
+@click.option(
+    "--control-token",
+    "control_tokens",
+    multiple=True,
+    metavar="TOKEN",
+    help="A control token the template writes (repeatable); the others are inferred.",
+)
+@force_option
+@hub_options("--tokenizer")
+@json_option
+def family_init_command(
+    name: str,
+    template_file: Path,
+    tokenizer: str,
+    output: Path,
+    stop_tokens: tuple[str, ...],
+    control_tokens: tuple[str, ...],
+    force: bool,
+    revision: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Write a family folder OUTPUT/NAME for your own template, with its tokens inferred (or declared) for review."""
+    from ..families.scaffold import init_family
+
+    family = init_family(
+        name,
+        template_file,
+        tokenizer,
+        output,
+        stop_tokens=stop_tokens or None,
+        control_tokens=control_tokens or None,
+        force=force,
+        revision=revision,
+        token=token,
+    )
+    if as_json:
+        emit_json(_family_dict(family))
+        return
+    variant = family.variant()
+    click.echo(f"written: {family.directory}")
+    click.echo(f"  control tokens: {' '.join(variant.control_tokens)}")
+    click.echo(f"  stop tokens:    {' '.join(variant.stop_tokens)}")
+    click.echo(
+        f"review {family.directory / 'family.toml'}, then: hf-chat-templates install {name} "
+        f"--families {output} --tokenizer SRC --output DIR"
+    )

@@ -12,12 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2.meta
-
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, get_family
 from ..families.tokens import template_tokens
-from ..template.syntax import check_template_syntax, parse_environment, read_template_file
+from ..template.analysis import writes_bos
+from ..template.syntax import check_template_syntax, read_template_file
 
 
 @dataclass(frozen=True)
@@ -88,11 +87,6 @@ def template_files(template: TemplateFiles) -> dict[str, Path]:
             hint=f"add {option('template')} FILE for the default template",
         )
     return files
-
-
-def writes_bos(template: str) -> bool:
-    """Whether the template reads `bos_token` (and so writes BOS itself)."""
-    return "bos_token" in jinja2.meta.find_undeclared_variables(parse_environment().parse(template))
 
 
 def from_templates(

@@ -8,7 +8,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .syntax import template_literals
+import jinja2.meta
+
+from .syntax import parse_environment, template_literals
 
 # Shapes that control tokens take in the wild; text tags like <tools> are deliberately not among them.
 CONTROL_TOKEN_SHAPES = re.compile(
@@ -48,3 +50,37 @@ def stop_token_after(rendering: str, answer: str, control_tokens: Iterable[str])
     rest = rendering[at + len(answer) :]
     matches = [(rest.find(t), t) for t in control_tokens if t in rest]
     return (min(matches)[1],) if matches else ()
+
+
+# What transformers passes to every template, and Jinja's own names: not keywords a caller chooses.
+STANDARD_VARIABLES = {
+    "messages",
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "bos_token",
+    "eos_token",
+    "pad_token",
+    "unk_token",
+    "raise_exception",
+    "strftime_now",
+    "namespace",
+    "dict",
+    "range",
+    "loop",
+    "none",
+    "true",
+    "false",
+}
+
+
+def template_kwargs(template: str) -> list[str]:
+    """The keywords the template reads beyond transformers' standard variables (`date_string`, `enable_thinking`),
+    sorted."""
+    names = jinja2.meta.find_undeclared_variables(parse_environment().parse(template))
+    return sorted(names - STANDARD_VARIABLES)
+
+
+def writes_bos(template: str) -> bool:
+    """Whether the template reads `bos_token` (and so writes BOS itself)."""
+    return "bos_token" in jinja2.meta.find_undeclared_variables(parse_environment().parse(template))

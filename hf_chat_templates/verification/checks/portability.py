@@ -5,40 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import jinja2.meta
-
+from ...template.analysis import template_kwargs
 from ...template.engines import render_minijinja
 from ...template.rendering import frozen_clock
-from ...template.syntax import parse_environment
 from ..context import CLOCKS, VerifyContext
 from ..references import REFERENCES, Unsupported, reference_ids
 from ..results import CheckResult, Finding, around, first_difference, verdict
 
-STANDARD_VARIABLES = {
-    "messages",
-    "tools",
-    "documents",
-    "add_generation_prompt",
-    "bos_token",
-    "eos_token",
-    "pad_token",
-    "unk_token",
-    "raise_exception",
-    "strftime_now",
-    "namespace",
-    "dict",
-    "range",
-    "loop",
-    "none",
-    "true",
-    "false",
-}
-
 
 def _clock_kwargs(ctx: VerifyContext) -> list[str]:
     names = [k.name for k in ctx.variant.kwargs] if ctx.variant else []
-    ast = parse_environment().parse(ctx.template)
-    names += sorted(jinja2.meta.find_undeclared_variables(ast) - STANDARD_VARIABLES - set(names))
+    names += [name for name in template_kwargs(ctx.template) if name not in names]
     return names
 
 
