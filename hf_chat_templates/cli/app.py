@@ -62,21 +62,23 @@ def template_options(family_help: str, template_help: str) -> Callable[[F], F]:
     return decorate
 
 
+def token_options(stop_help: str, control_help: str) -> Callable[[F], F]:
+    """--stop-token and --control-token (repeatable): the tokens a user declares for a template."""
+
+    def decorate(func: F) -> F:
+        func = click.option("--control-token", "control_tokens", multiple=True, metavar="TOKEN", help=control_help)(
+            func
+        )
+        return click.option("--stop-token", "stop_tokens", multiple=True, metavar="TOKEN", help=stop_help)(func)
+
+    return decorate
+
+
 def declaration_options(func: F) -> F:
     """--kwarg, --stop-token and --control-token: what the user declares about a template."""
-    func = click.option(
-        "--control-token",
-        "control_tokens",
-        multiple=True,
-        metavar="TOKEN",
-        help="A control token the template writes (repeatable); checked with those found.",
-    )(func)
-    func = click.option(
-        "--stop-token",
-        "stop_tokens",
-        multiple=True,
-        metavar="TOKEN",
-        help="A token that ends an assistant turn (repeatable); replaces the family's or inferred.",
+    func = token_options(
+        "A token that ends an assistant turn (repeatable); replaces the family's or inferred.",
+        "A control token the template writes (repeatable); checked with those found.",
     )(func)
     return click.option(
         "--kwarg",

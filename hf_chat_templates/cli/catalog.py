@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, families_option, force_option, hub_options, json_option
+from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options
 
 
 @cli.command("list")
@@ -138,19 +138,9 @@ def family_group() -> None:
     required=True,
     help="The folder of families to write NAME into (then: --families OUTPUT).",
 )
-@click.option(
-    "--stop-token",
-    "stop_tokens",
-    multiple=True,
-    metavar="TOKEN",
-    help="A token that ends an assistant turn (repeatable); else inferred.",
-)
-@click.option(
-    "--control-token",
-    "control_tokens",
-    multiple=True,
-    metavar="TOKEN",
-    help="A control token the template writes (repeatable); the others are inferred.",
+@token_options(
+    "A token that ends an assistant turn (repeatable); else inferred.",
+    "A control token the template writes (repeatable); the others are inferred.",
 )
 @force_option
 @hub_options("--tokenizer")

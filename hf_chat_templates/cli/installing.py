@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, families_option, force_option, hub_options, json_option, warn
+from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options, warn
 
 
 @cli.command("install")
@@ -53,19 +53,9 @@ from .app import cli, emit_json, families_option, force_option, hub_options, jso
     help="Install your own template instead of a family: FILE is the default template, NAME=FILE a named one "
     "such as tool_use (repeatable).",
 )
-@click.option(
-    "--control-token",
-    "control_tokens",
-    multiple=True,
-    metavar="TOKEN",
-    help="With --template: a control token it writes (repeatable); the others are inferred.",
-)
-@click.option(
-    "--stop-token",
-    "stop_tokens",
-    multiple=True,
-    metavar="TOKEN",
-    help="With --template: a token that ends an assistant turn (repeatable); else inferred.",
+@token_options(
+    "With --template: a token that ends an assistant turn (repeatable); else inferred.",
+    "With --template: a control token it writes (repeatable); the others are inferred.",
 )
 @json_option
 @families_option

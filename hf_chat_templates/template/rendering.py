@@ -102,11 +102,10 @@ class Renderer:
         enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
-    def token_ids(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **flags: Any
-    ) -> list[int]:
+    def _tokenized(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **flags: Any) -> Any:
+        """`apply_chat_template(tokenize=True, return_dict=True)` under the limits."""
         with limited(self.limits):
-            out = self.tokenizer.apply_chat_template(
+            return self.tokenizer.apply_chat_template(
                 messages,
                 tools=tools,
                 chat_template=self.template,
@@ -114,7 +113,11 @@ class Renderer:
                 return_dict=True,
                 **{**self.kwargs, **flags},
             )
-        return list(out["input_ids"])
+
+    def token_ids(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **flags: Any
+    ) -> list[int]:
+        return list(self._tokenized(messages, tools, **flags)["input_ids"])
 
     def assistant_mask(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **flags: Any
@@ -123,16 +126,7 @@ class Renderer:
         template has no `{% generation %}` markers."""
         if not has_generation_markers(self.template):
             return None
-        with limited(self.limits):
-            out = self.tokenizer.apply_chat_template(
-                messages,
-                tools=tools,
-                chat_template=self.template,
-                tokenize=True,
-                return_dict=True,
-                return_assistant_tokens_mask=True,
-                **{**self.kwargs, **flags},
-            )
+        out = self._tokenized(messages, tools, return_assistant_tokens_mask=True, **flags)
         return list(out["input_ids"]), list(out["assistant_masks"])
 
     def template_variables(self) -> dict[str, Any]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...conversations.probes import Probe
 from ...template.analysis import template_kwargs
 from ...template.engines import render_minijinja
-from ...template.rendering import frozen_clock
+from ...template.rendering import Rendered, frozen_clock
 from ..context import CLOCKS, VerifyContext
 from ..references import REFERENCES, Unsupported, reference_ids
 from ..results import CheckResult, Finding, around, first_difference, verdict
@@ -19,21 +20,28 @@ def _clock_kwargs(ctx: VerifyContext) -> list[str]:
     return names
 
 
+def _at_both_clocks(ctx: VerifyContext, probe: Probe, **extra: Any) -> list[Rendered]:
+    """The probe rendered (uncached) at each of the two moments of CLOCKS."""
+    outs = []
+    for clock in CLOCKS:
+        with frozen_clock(clock):
+            outs.append(
+                ctx.renderer.render(
+                    probe.message_list(),
+                    probe.tool_list(),
+                    cache=False,
+                    add_generation_prompt=probe.add_generation_prompt,
+                    **extra,
+                )
+            )
+    return outs
+
+
 def deterministic(ctx: VerifyContext) -> CheckResult:
     findings = []
     probes = [p for p in ctx.probes if p.id in ("plain", "tools-declared", "generation-prompt")]
     for probe in probes:
-        outs = []
-        for clock in CLOCKS:
-            with frozen_clock(clock):
-                outs.append(
-                    ctx.renderer.render(
-                        probe.message_list(),
-                        probe.tool_list(),
-                        cache=False,
-                        add_generation_prompt=probe.add_generation_prompt,
-                    )
-                )
+        outs = _at_both_clocks(ctx, probe)
         if not all(o.ok for o in outs) or outs[0].text == outs[1].text:
             continue
         a, b = outs[0].text or "", outs[1].text or ""
@@ -41,18 +49,7 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
         pin = None
         for name in _clock_kwargs(ctx):
             pin_kwarg: dict[str, Any] = {name: "26 Jul 2024"}
-            pinned = []
-            for clock in CLOCKS:
-                with frozen_clock(clock):
-                    pinned.append(
-                        ctx.renderer.render(
-                            probe.message_list(),
-                            probe.tool_list(),
-                            cache=False,
-                            add_generation_prompt=probe.add_generation_prompt,
-                            **pin_kwarg,
-                        )
-                    )
+            pinned = _at_both_clocks(ctx, probe, **pin_kwarg)
             if all(o.ok for o in pinned) and pinned[0].text == pinned[1].text:
                 pin = name
                 break
