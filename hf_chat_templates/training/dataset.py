@@ -40,6 +40,8 @@ class PrepareReport:
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     skipped: list[tuple[int, str]] = field(default_factory=list)
     spans_from: str = ""
+    tokens_from: str = ""
+    stop_tokens: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,8 @@ class PrepareReport:
             "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
             "skipped": [{"line": n, "reason": r} for n, r in self.skipped[:100]],
             "spans_from": self.spans_from,
+            "tokens_from": self.tokens_from,
+            "stop_tokens": list(self.stop_tokens),
         }
 
     def describe(self) -> str:
@@ -62,6 +66,7 @@ class PrepareReport:
             f"prepared {self.written} of {self.records} records from {self.path} into "
             + (self.output or "nothing: no record has anything to train, so no output written"),
             f"  spans from: {self.spans_from}",
+            f"  stop tokens: {' '.join(self.stop_tokens)} ({self.tokens_from})",
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
             f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
         ]
@@ -187,7 +192,14 @@ def prepare(
         stop_tokens=tuple(stop_tokens) if stop_tokens is not None else (var.stop_tokens if var else None),
         control_tokens=(*(control_tokens or ()), *(var.control_tokens if var else ())) or None,
     )
-    report = PrepareReport(path=str(path), output=str(out), spans_from=features.spans_from)
+    state = features.state
+    report = PrepareReport(
+        path=str(path),
+        output=str(out),
+        spans_from=state.spans_from,
+        tokens_from=state.tokens_from,
+        stop_tokens=state.stops,
+    )
     # The caller's objects (a notebook's dataset, say) are moved out of the collector's way: each batch allocates
     # many short-lived objects, and every collection would otherwise walk everything the process holds.
     gc.freeze()

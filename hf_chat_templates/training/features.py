@@ -50,6 +50,7 @@ class FeatureState:
     stops: tuple[str, ...]
     controls: tuple[str, ...]
     spans_from: str
+    tokens_from: str = ""  # declared, a bundled family, or inferred: said in prepare's report
 
 
 def _templates(tokenizer: Any, source: str, template: str | None) -> tuple[str, str | None, str]:
@@ -108,6 +109,7 @@ def load_state(
         stops=tokens.stop_tokens,
         controls=tokens.control_tokens,
         spans_from=origin,
+        tokens_from=tokens.origin,
     )
 
 

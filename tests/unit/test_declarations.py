@@ -97,3 +97,26 @@ def test_prepare_takes_a_declared_stop(capsys: pytest.CaptureFixture[str], folde
     trained = [t for t, label in zip(row["input_ids"], row["labels"]) if label != -100]
     text = AutoTokenizer.from_pretrained(str(folder)).decode(trained)
     assert text.startswith("Fine thanks") and text.endswith("END_OF_TURN")
+
+
+def test_prepare_says_where_its_stop_came_from(
+    capsys: pytest.CaptureFixture[str], folder: Path, tmp_path: Path
+) -> None:
+    line = json.dumps({"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]})
+    data = write_jsonl(tmp_path / "c.jsonl", [line])
+    code, out, _ = run(capsys, "prepare", str(folder), "--conversations", str(data), "--output", str(tmp_path / "a"))
+    assert code == 0 and "stop tokens: <|im_end|> (inferred from the template's renderings)" in out
+    code, out, _ = run(
+        capsys,
+        "prepare",
+        str(folder),
+        "--conversations",
+        str(data),
+        "--output",
+        str(tmp_path / "b"),
+        "--stop-token",
+        "<|im_end|>",
+        "--json",
+    )
+    doc = json.loads(out)
+    assert code == 0 and doc["tokens_from"] == "declared" and doc["stop_tokens"] == ["<|im_end|>"]
