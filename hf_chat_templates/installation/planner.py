@@ -336,6 +336,20 @@ def _plan_jsons(
     return jsons
 
 
+def _eos_token(subject: InstallSubject, config: dict[str, Any], warnings: list[str]) -> str:
+    """The first stop token, unless the template writes `{{ eos_token }}` itself: then the tokenizer's eos stays,
+    so the rendering does not change, and the stops reach generation through generation_config.json."""
+    stop, current = subject.stop_tokens[0], token_content(config.get("eos_token"))
+    if subject.template_writes_eos and current and current != stop:
+        warnings.append(
+            f"the template writes {{{{ eos_token }}}}, so eos_token stays {current} (set to {stop} it "
+            f"would change the rendering); generation stops at {' '.join(subject.stop_tokens)} through "
+            "generation_config.json eos_token_id"
+        )
+        return current
+    return stop
+
+
 def _check_format(format: str) -> None:
     if format not in FORMATS:
         raise UsageError(
@@ -424,7 +438,7 @@ def plan_install(
     )
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)
-    warnings, vocab, eos = tokens.warnings, tokens.after, subject.stop_tokens[0]
+    warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)
     pad, pad_warnings = _choose_pad(subject, config, vocab, eos, subject.stop_tokens)
     warnings += pad_warnings
     stop_ids = tuple(int(i) for t in subject.stop_tokens if (i := vocab.id_of(t)) is not None)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, get_family
 from ..families.tokens import template_tokens
-from ..template.analysis import writes_bos
+from ..template.analysis import reads_variable, writes_bos
 from ..template.syntax import check_template_syntax, read_template_file
 
 
@@ -35,6 +35,11 @@ class InstallSubject:
     @property
     def template(self) -> str:
         return self.templates["default"]
+
+    @property
+    def template_writes_eos(self) -> bool:
+        """Whether a template writes `{{ eos_token }}`: then changing eos_token would change what it renders."""
+        return any(reads_variable(text, "eos_token") for text in self.templates.values())
 
 
 def from_family(family: str | Family, variant: str | None) -> InstallSubject:

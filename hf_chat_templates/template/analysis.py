@@ -81,6 +81,11 @@ def template_kwargs(template: str) -> list[str]:
     return sorted(names - STANDARD_VARIABLES)
 
 
+def reads_variable(template: str, name: str) -> bool:
+    """Whether the template reads the variable `name` (`bos_token`, `eos_token`, …)."""
+    return name in jinja2.meta.find_undeclared_variables(parse_environment().parse(template))
+
+
 def writes_bos(template: str) -> bool:
     """Whether the template reads `bos_token` (and so writes BOS itself)."""
-    return "bos_token" in jinja2.meta.find_undeclared_variables(parse_environment().parse(template))
+    return reads_variable(template, "bos_token")

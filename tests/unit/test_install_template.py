@@ -149,3 +149,34 @@ def test_what_cannot_go_together(
         *extra,
     )
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_a_template_that_writes_eos_keeps_its_rendering(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
+    """Phi-3.5's template ends with {{ eos_token }}: setting eos to the turn's stop would change what it renders."""
+    from transformers import AutoTokenizer
+
+    template = tmp_path / "eos.jinja"
+    template.write_text(GOOD + "{%- if not add_generation_prompt %}{{ eos_token }}{% endif %}")
+    code, _, err = run(
+        capsys,
+        "install",
+        "--tokenizer",
+        str(toy_tokenizer),
+        "--output",
+        str(tmp_path / "out"),
+        "--template",
+        str(template),
+    )
+    assert code == 0 and "the template writes {{ eos_token }}, so eos_token stays </s>" in err
+    messages = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]
+    installed = AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    rendered = installed.apply_chat_template(messages, tokenize=False)
+    assert (
+        installed.eos_token == "</s>"
+        and rendered.endswith("<|im_end|>\n</s>")
+        and "<|im_end|>\n<|im_end|>" not in rendered
+    )
+    stop_id = installed.convert_tokens_to_ids("<|im_end|>")
+    assert stop_id in json.loads((tmp_path / "out" / "generation_config.json").read_text())["eos_token_id"]
