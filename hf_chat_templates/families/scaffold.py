@@ -18,6 +18,7 @@ from ..errors import UsageError, option
 from ..outputs import staged_folder
 from ..template.analysis import template_kwargs, writes_bos
 from ..template.syntax import check_template_syntax, read_template_file
+from ..tokenizer.folder import read_folder
 from ..tokenizer.hub import resolve_source
 from .registry import CONFIG_FILE, Family, load_family
 from .tokens import template_tokens
@@ -79,11 +80,18 @@ def init_family(
     path = Path(template)
     text = read_template_file(path)
     check_template_syntax(text, path)
-    loaded = AutoTokenizer.from_pretrained(str(resolve_source(tokenizer, revision=revision, token=token)))
-    found = template_tokens(loaded, text, stop_tokens=stop_tokens, control_tokens=control_tokens)
+    source = resolve_source(tokenizer, revision=revision, token=token)
+    loaded = AutoTokenizer.from_pretrained(str(source))
+    found = template_tokens(
+        loaded,
+        text,
+        stop_tokens=stop_tokens,
+        control_tokens=control_tokens,
+        generation_config=read_folder(source).generation_config,
+    )
     if not found.stop_tokens:
         raise UsageError(
-            f"{path}: no token is known to end an assistant turn",
+            f"{path}: " + ("; ".join(found.notes) if found.notes else "no token is known to end an assistant turn"),
             parameter="stop_tokens",
             hint=f"declare it: {option('stop_tokens')} TOKEN",
             path=path,

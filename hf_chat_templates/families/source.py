@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, option
-from ..template.syntax import check_template_syntax, read_template_file
+from ..template.syntax import check_template_syntax, read_template
 from ..tokenizer.hub import resolve_source
 from .registry import Family, Variant, get_family, identify
 
@@ -64,7 +64,7 @@ def choose_template(
         var = fam.variant(variant)
         return TemplateChoice(path, var.template, fam, var, {**var.kwarg_defaults, **given})
     if template:
-        text = read_template_file(Path(template))
+        text = read_template(Path(template)).text  # as transformers would read it from the folder
         check_template_syntax(text, template)
         return TemplateChoice(path, text, kwargs=given)
     return TemplateChoice(path, None, kwargs=given)

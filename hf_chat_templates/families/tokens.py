@@ -1,24 +1,39 @@
 """The control and stop tokens of a template, and where they come from: what the caller declares, the bundled
-family whose template it is, or what the template emits on the probe conversations (an inference, and said so)."""
+family whose template it is, the folder's own generation stops, or what the template writes on conversations made
+for the purpose (an inference, said so, with a note wherever it had to choose).
+
+Inference does not depend on how tokens look. Control tokens are the bracketed fragments the template writes
+(`<｜User｜>`, `<SPECIAL_11>`, `[gMASK]`) that its renderings confirm as turn structure: written once more for every
+exchange, or before the first message; plus the tokenizer's registered special tokens it writes. The turn's
+stop is the token written after every assistant answer; among several, one the folder lists as a generation stop
+(`generation_config.json` `eos_token_id`) wins, and otherwise the first is taken and the choice is noted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conversations.probes import Probe, build_probes
-from ..template.analysis import control_tokens_in, stop_token_after
+from ..conversations.probes import Probe, build_probes, tool_call, weather_tool
+from ..template.analysis import control_tokens_in, growing_fragments, literal_fragments, tokens_in_order
 from ..template.rendering import Rendered, Renderer
 from .registry import Variant, identify
+
+INFERRED = "inferred from the template's renderings"
+DECLARED = "declared"
 
 
 @dataclass(frozen=True)
 class TemplateTokens:
+    """A template's tokens. `turn_end` is False when no token ends an assistant turn (the stops, if any, are the
+    next turn's tokens); `notes` say what inference chose or could not decide, for the user to confirm."""
+
     control_tokens: tuple[str, ...]
     stop_tokens: tuple[str, ...]
     kwarg_defaults: dict[str, Any] = field(default_factory=dict)
     origin: str = ""
+    notes: tuple[str, ...] = ()
+    turn_end: bool = True
 
 
 def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
@@ -31,21 +46,168 @@ def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
     )
 
 
+# ---- conversations made for inference: sentinel content that holds no bracket, so no candidate comes from it ----
+def _exchanges(count: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for i in range(count):
+        messages += [
+            {"role": "user", "content": f"Question qz{i}1content?"},
+            {"role": "assistant", "content": f"Answer qz{i}2content."},
+        ]
+    return messages
+
+
+TOOL_NAME = "qztoolname"
+
+
+def _tool_rounds(count: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for i in range(count):
+        call_id = f"c{i}abcdefg"  # nine alphanumerics: what Mistral's templates require
+        messages += [
+            {"role": "user", "content": f"Weather qz{i}1content?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [tool_call(TOOL_NAME, {"city": f"qz{i}3argument"}, call_id=call_id)],
+            },
+            {"role": "tool", "content": f'{{"note": "qz{i}4toolresult"}}', "tool_call_id": call_id, "name": TOOL_NAME},
+            {"role": "assistant", "content": f"Sunny qz{i}5content."},
+        ]
+    return messages
+
+
+def _between(text: str, start: str, end: str | None) -> str | None:
+    at = text.find(start)
+    if at < 0:
+        return None
+    stop = text.find(end, at) if end else len(text)
+    return text[at + len(start) : stop if stop >= 0 else len(text)]
+
+
+def leading_fragments(candidates: Iterable[str], text: str, skip: Iterable[str] = ()) -> list[str]:
+    """The candidates a rendering starts with, one after another (whitespace and the `skip` tokens, such as BOS,
+    between them allowed): GLM's `[gMASK]<sop>`. A default system prompt's prose tags (`<role_description>`) come
+    after text, so they are not among them."""
+    wanted = set(candidates)
+    ordered = sorted(wanted | {t for t in skip if t}, key=len, reverse=True)
+    found: list[str] = []
+    at = 0
+    while True:
+        at = len(text) - len(text[at:].lstrip())
+        match = next((c for c in ordered if text.startswith(c, at)), None)
+        if match is None:
+            return found
+        if match in wanted:
+            found.append(match)
+        at += len(match)
+
+
+def structural_fragments(renderer: Renderer) -> tuple[str, ...]:
+    """The bracketed literal fragments the renderings confirm as turn structure: written once more for each added
+    exchange, or leading the rendering. Tags written only around tool calls (`<tool_call>`) are not
+    among them: models that have them as tokens ship them as plain added tokens, which decoding keeps."""
+    candidates = literal_fragments(renderer.template)
+    if not candidates:
+        return ()
+    found: list[str] = []
+    short, long = renderer.render(_exchanges(1)), renderer.render(_exchanges(2))
+    if short.ok and long.ok:
+        found += growing_fragments(candidates, short.text or "", long.text or "")
+        found += leading_fragments(candidates, short.text or "", renderer.tokenizer.all_special_tokens)
+    return tuple(c for c in candidates if c in found)
+
+
 def inferred_control_tokens(
     renderer: Renderer, renderings: Iterable[str], probes: Iterable[Probe], declared: Iterable[str] = ()
 ) -> tuple[str, ...]:
-    """`declared`, plus what the template writes in its literals and renderings (never what only message content
-    spells), plus the registered special tokens in its literals."""
+    """`declared`; what the template writes in control-token shapes (never what only message content spells); the
+    registered special tokens in its literals; and its structural fragments, whatever their shape."""
     added = {t.content: t for t in renderer.tokenizer.added_tokens_decoder.values()}
     content = [str(m.get("content", "")) for p in probes for m in p.messages]
-    return control_tokens_in(renderer.template, renderings, added, declared=declared, content=content)
+    found = control_tokens_in(renderer.template, renderings, added, declared=declared, content=content)
+    return tuple(dict.fromkeys([*found, *structural_fragments(renderer)]))
 
 
-def inferred_stop_tokens(renderer: Renderer, control_tokens: Iterable[str]) -> tuple[str, ...]:
-    """The first control token after the answer of the standard plain probe."""
-    probe = next(p for p in build_probes() if p.id == "plain")
-    rendered = render_probe(renderer, probe)
-    return stop_token_after(rendered.text or "", probe.messages[-1]["content"], control_tokens)
+def generation_stops(tokenizer: Any, generation_config: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str]:
+    """The tokens generation stops on, as the folder says, and where that is said: `generation_config.json`'s
+    `eos_token_id` when the folder has one, else the tokenizer's eos_token."""
+    ids = generation_config.get("eos_token_id") if generation_config else None
+    if ids is not None:
+        ids = [ids] if isinstance(ids, int) else [i for i in ids if isinstance(i, int)] if isinstance(ids, list) else []
+        size = len(tokenizer)
+        tokens = [t for i in ids if 0 <= i < size and (t := tokenizer.convert_ids_to_tokens(i))]
+        return tuple(dict.fromkeys(tokens)), "the folder's generation_config.json eos_token_id"
+    eos = getattr(tokenizer, "eos_token", None)
+    return ((eos,) if eos else ()), "the tokenizer's eos_token"
+
+
+@dataclass(frozen=True)
+class _Stops:
+    tokens: tuple[str, ...]
+    from_folder: bool
+    notes: tuple[str, ...]
+    turn_end: bool
+
+
+def _turn_end(renderer: Renderer, known: tuple[str, ...], eos: tuple[str, ...]) -> tuple[str | None, bool, list[str]]:
+    """The token written after every assistant answer (one the folder lists as a stop first), whether it came from
+    the folder's list, and notes."""
+    rendered = renderer.render(_exchanges(2))
+    if not rendered.ok:
+        return None, False, [f"a plain two-exchange conversation does not render ({rendered.error})"]
+    text = rendered.text or ""
+    first, last = _between(text, "qz02content", "qz11content"), _between(text, "qz12content", None)
+    if first is None or last is None:
+        return None, False, ["the answers of a plain conversation are not in its rendering"]
+    after_last = tokens_in_order(last, known)
+    candidates = [t for t in tokens_in_order(first, known) if t in after_last] or after_last
+    listed = [t for t in candidates if t in eos]
+    if listed:
+        return listed[0], True, []
+    if not candidates:
+        return None, False, []
+    notes = []
+    if len(candidates) > 1:
+        notes.append(
+            f"after each answer the template writes {' '.join(candidates)}: took {candidates[0]} as the turn's "
+            f"stop; declare --stop-token if generation stops on another"
+        )
+    return candidates[0], False, notes
+
+
+def _call_end(renderer: Renderer, known: tuple[str, ...], eos: tuple[str, ...], stops: list[str]) -> str | None:
+    """The token that ends a tool-call turn when it is not the answer's stop (Harmony's `<|call|>`)."""
+    rendered = renderer.render(_tool_rounds(1), [weather_tool(TOOL_NAME)])
+    rest = _between(rendered.text or "", "qz03argument", "qz04toolresult") if rendered.ok else None
+    ends = tokens_in_order(rest or "", known)
+    if not ends or any(t in stops for t in ends):
+        return None
+    return next((t for t in ends if t in eos), ends[0])
+
+
+def inferred_stops(renderer: Renderer, control_tokens: Iterable[str], eos: tuple[str, ...], eos_source: str) -> _Stops:
+    """The turn's stop and a tool-call turn's, from the renderings; with no token after the answers, the folder's
+    generation stops the template writes (the next turn's role token, GLM's way), and `turn_end` False."""
+    known = tuple(dict.fromkeys([*control_tokens, *eos]))
+    turn, from_folder, notes = _turn_end(renderer, known, eos)
+    stops = [turn] if turn else []
+    call = _call_end(renderer, known, eos, stops)
+    if call:
+        from_folder = from_folder or call in eos
+        if stops:
+            notes.append(f"a tool-call turn ends with {call}, an answer with {stops[0]}: both are stops")
+        stops.append(call)
+    if turn:
+        return _Stops(tuple(stops), from_folder, tuple(notes), True)
+    plain = renderer.render(_exchanges(2)).text or ""
+    written = [t for t in eos if t in renderer.template or t in plain]
+    stops += [t for t in written if t not in stops]
+    notes.append(
+        "no token ends an assistant turn: the model is never trained to stop after its last turn"
+        + (f"; generation stops on {' '.join(stops)} ({eos_source})" if stops else "")
+    )
+    return _Stops(tuple(stops), bool(written), tuple(notes), False)
 
 
 def template_tokens(
@@ -56,10 +218,16 @@ def template_tokens(
     variant: Variant | None = None,
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
+    generation_config: Mapping[str, Any] | None = None,
+    renderings: Iterable[str] | None = None,
+    probes: Iterable[Probe] | None = None,
 ) -> TemplateTokens:
-    """Declared tokens first; then the variant's (given, or identified by the template's sha256); then inferred.
-    Declared stop tokens replace the others; declared control tokens come before the ones found."""
+    """Declared tokens first; then the variant's (given, or identified by the template's sha256); then inferred,
+    reading the folder's generation stops (`generation_config`, else the tokenizer's eos). Declared stop tokens
+    replace the others; declared control tokens come before the ones found. `renderings` of `probes` may be passed
+    when the caller has them (verify), else the probes are rendered here."""
     stops = tuple(stop_tokens) if stop_tokens is not None else None
+    declared_controls = tuple(control_tokens or ())
     found = variant or (identified[1] if (identified := identify(template)) else None)
     if found is not None:
         tokens = TemplateTokens(
@@ -70,16 +238,23 @@ def template_tokens(
         )
     else:
         renderer = Renderer(tokenizer, template, kwargs)
-        probes = build_probes()
-        texts = [r.text for p in probes if (r := render_probe(renderer, p)).ok and r.text]
-        controls = inferred_control_tokens(renderer, texts, probes)
-        tokens = TemplateTokens(
-            controls, inferred_stop_tokens(renderer, controls), {}, "inferred from the template's renderings"
-        )
-    declared_controls = tuple(control_tokens or ())
+        probe_list = tuple(probes if probes is not None else build_probes())
+        if renderings is None:
+            renderings = [r.text for p in probe_list if (r := render_probe(renderer, p)).ok and r.text]
+        declared = tuple(dict.fromkeys([*declared_controls, *(stops or ())]))
+        controls = inferred_control_tokens(renderer, renderings, probe_list, declared)
+        if stops is not None:
+            tokens = TemplateTokens(controls, stops, {}, DECLARED)
+        else:
+            eos, eos_source = generation_stops(tokenizer, generation_config)
+            inferred = inferred_stops(renderer, controls, eos, eos_source)
+            origin = f"{eos_source}, where the template writes it" if inferred.from_folder else INFERRED
+            tokens = TemplateTokens(controls, inferred.tokens, {}, origin, inferred.notes, inferred.turn_end)
     return TemplateTokens(
         tuple(dict.fromkeys([*declared_controls, *(stops or ()), *tokens.control_tokens])),
         stops if stops is not None else tokens.stop_tokens,
         tokens.kwarg_defaults,
-        "declared" if stops is not None else tokens.origin,
+        DECLARED if stops is not None else tokens.origin,
+        tokens.notes if stops is None else (),
+        tokens.turn_end if stops is None else True,
     )

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import TokenizerFolderError, UsageError, option
 from ..families.registry import Family
 from ..outputs import check_output
+from ..template.syntax import line_endings
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
 from ..tokenizer.folder import (
     CHAT_TEMPLATE_DIR,
@@ -295,8 +296,10 @@ def _plan_files(
     named: dict[str, str],
     format: str,
     labels: dict[str, str],
+    written: dict[str, str],
 ) -> _Files:
-    """Every file: the JSON files, each template as a file (`format` both or jinja) or not (config), the rest kept."""
+    """Every file: the JSON files, each template as a file (`format` both or jinja) or not (config), the rest kept.
+    A template file's own line endings are kept in its .jinja file (`written`): transformers reads them as LF."""
     files = _Files(folder)
     for rel, (before, after, summary) in jsons.items():
         files.write_json(rel, before, after, summary)
@@ -304,7 +307,9 @@ def _plan_files(
         rel = CHAT_TEMPLATE_FILE if name == "default" else f"{CHAT_TEMPLATE_DIR}/{name}.jinja"
         summary = labels.get(name) or labels["default"] + " with {% generation %}"
         if format in ("both", "jinja"):
-            files.write(rel, text.encode("utf-8"), summary)
+            if name in written:
+                summary += f", its {line_endings(written[name])} line endings kept (transformers reads LF)"
+            files.write(rel, written.get(name, text).encode("utf-8"), summary)
         elif name == "default":
             files.remove(rel, "transformers would prefer it over the config key")
         else:
@@ -391,7 +396,7 @@ def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder.path))
-    return from_templates(template, tokenizer, **declared)
+    return from_templates(template, tokenizer, generation_config=folder.generation_config, **declared)
 
 
 def _source_folder(
@@ -439,6 +444,7 @@ def plan_install(
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)
     warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)
+    warnings += subject.notes
     pad, pad_warnings = _choose_pad(subject, config, vocab, eos, subject.stop_tokens)
     warnings += pad_warnings
     stop_ids = tuple(int(i) for t in subject.stop_tokens if (i := vocab.id_of(t)) is not None)
@@ -455,7 +461,7 @@ def plan_install(
     jsons = _plan_jsons(folder, tokens, config, generation, eos, pad)
     labels = {"default": subject.label}
     labels |= {name: Path(origin).name for name, origin in subject.origins.items() if name != "default"}
-    files = _plan_files(folder, jsons, named, format, labels)
+    files = _plan_files(folder, jsons, named, format, labels, subject.written)
     if tokens.before.size != vocab.size:
         warnings.append(
             f"the vocabulary grows from {tokens.before.size} to {vocab.size} ids: call "

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, get_family
 from ..families.tokens import template_tokens
 from ..template.analysis import reads_variable, writes_bos
-from ..template.syntax import check_template_syntax, read_template_file
+from ..template.syntax import check_template_syntax, read_template
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,13 @@ class InstallSubject:
     template_writes_bos: bool
     pad_tokens: tuple[str, ...] = ()
     tokens_from: str = ""
+    notes: tuple[str, ...] = ()  # what token inference chose or could not decide, shown in the plan
     family: str | None = None
     variant: str | None = None
     origins: dict[str, str] = field(default_factory=dict)  # template name -> file or family path, for messages
+    # template name -> the file as written, where its line endings are not LF: its .jinja file keeps them
+    # (transformers reads them as LF); `templates` and the config key hold the LF text
+    written: dict[str, str] = field(default_factory=dict)
 
     @property
     def template(self) -> str:
@@ -100,15 +105,26 @@ def from_templates(
     *,
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
+    generation_config: Mapping[str, Any] | None = None,
 ) -> InstallSubject:
-    """Template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said which)."""
+    """Template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said which), the
+    stops read from the source's `generation_config` where the template writes them."""
     files = template_files(template)
-    texts = {}
+    texts, written = {}, {}
     for name, path in files.items():
-        texts[name] = read_template_file(path)
+        file = read_template(path)
+        texts[name] = file.text
+        if file.written != file.text:
+            written[name] = file.written
         check_template_syntax(texts[name], path)
     declared_controls = tuple(control_tokens or ())
-    found = template_tokens(tokenizer, texts["default"], stop_tokens=stop_tokens, control_tokens=declared_controls)
+    found = template_tokens(
+        tokenizer,
+        texts["default"],
+        stop_tokens=stop_tokens,
+        control_tokens=declared_controls,
+        generation_config=generation_config,
+    )
     controls = list(found.control_tokens)
     for name, text in texts.items():
         if name != "default":  # a named template may write tokens the default does not (tool_use's tool blocks)
@@ -116,7 +132,9 @@ def from_templates(
             controls += [t for t in other.control_tokens if t not in controls]
     if not found.stop_tokens:
         raise UsageError(
-            f"{files['default']}: no token is known to end an assistant turn, so generation would never stop",
+            f"{files['default']}: "
+            + ("; ".join(found.notes) if found.notes else "no token is known to end an assistant turn")
+            + ", so generation would never stop",
             hint=f"declare it: {option('stop_tokens')} TOKEN",
             path=files["default"],
             parameter="stop_tokens",
@@ -128,5 +146,7 @@ def from_templates(
         stop_tokens=found.stop_tokens,
         template_writes_bos=writes_bos(texts["default"]),
         tokens_from=found.origin,
+        notes=found.notes,
         origins={name: str(path) for name, path in files.items()},
+        written=written,
     )

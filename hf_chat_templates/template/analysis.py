@@ -42,14 +42,34 @@ def control_tokens_in(
     return tuple(tokens)
 
 
+# What may be one token whatever its shape: a bracketed run without whitespace, `<…>` or `[…]` (`<｜User｜>`,
+# `<SPECIAL_11>`, `<|turn>`, `[gMASK]`). Candidates only: `structural_fragments` keeps those a rendering confirms.
+FRAGMENT = re.compile(r"<[^<>\s]{1,62}>|\[[^\[\]\s]{1,62}\]")
+
+
+def literal_fragments(template: str) -> tuple[str, ...]:
+    """Every bracketed run without whitespace in the template's literals, in order, once each."""
+    return tuple(dict.fromkeys(FRAGMENT.findall(template_literals(template))))
+
+
+def growing_fragments(candidates: Iterable[str], shorter: str, longer: str) -> list[str]:
+    """The candidates written more often in `longer` (a conversation with one more exchange) than in `shorter`:
+    what the template writes per turn or per call (role markers, turn ends), not once (a tools block's tags)."""
+    return [c for c in candidates if longer.count(c) > shorter.count(c)]
+
+
+def tokens_in_order(text: str, tokens: Iterable[str]) -> list[str]:
+    """The tokens of `tokens` that occur in `text`, by first position (the longer first at one position)."""
+    found = sorted((at, -len(t), t) for t in set(tokens) if t and (at := text.find(t)) >= 0)
+    return [t for _, _, t in found]
+
+
 def stop_token_after(rendering: str, answer: str, control_tokens: Iterable[str]) -> tuple[str, ...]:
     """The first control token after the last occurrence of `answer` in `rendering`: the turn's end."""
     at = rendering.rfind(answer)
     if at < 0:
         return ()
-    rest = rendering[at + len(answer) :]
-    matches = [(rest.find(t), t) for t in control_tokens if t in rest]
-    return (min(matches)[1],) if matches else ()
+    return tuple(tokens_in_order(rendering[at + len(answer) :], control_tokens)[:1])
 
 
 # What transformers passes to every template, and Jinja's own names: not keywords a caller chooses.

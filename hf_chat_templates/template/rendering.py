@@ -45,17 +45,31 @@ def describe_exception(err: BaseException) -> str:
 
 
 class Renderer:
-    """Renders conversations with one template on one tokenizer, and encodes the results."""
+    """Renders conversations with one template on one tokenizer, and encodes the results. With a `tool_template`
+    (a folder's named `tool_use` template), a conversation given tools is rendered with it, as transformers picks
+    it when `tools` is passed."""
 
     def __init__(
-        self, tokenizer: Any, template: str, kwargs: dict[str, Any] | None = None, limits: RenderLimits | None = None
+        self,
+        tokenizer: Any,
+        template: str,
+        kwargs: dict[str, Any] | None = None,
+        limits: RenderLimits | None = None,
+        *,
+        tool_template: str | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.template = template
+        self.tool_template = tool_template
         self.kwargs = dict(kwargs or {})
         self.limits = limits or RenderLimits.from_env()
         self._cache: dict[Any, Rendered] = {}
         self._encoded: dict[str, list[int]] = {}
+
+    def template_for(self, tools: list[dict[str, Any]] | None) -> str:
+        """The template transformers renders a conversation with: `tool_use` when tools are given and there is
+        one, else the default."""
+        return self.tool_template if tools is not None and self.tool_template is not None else self.template
 
     def render(
         self,
@@ -79,7 +93,7 @@ class Renderer:
                 text = self.tokenizer.apply_chat_template(
                     messages,
                     tools=tools,
-                    chat_template=self.template,
+                    chat_template=self.template_for(tools),
                     tokenize=False,
                     add_generation_prompt=add_generation_prompt,
                     continue_final_message=continue_final_message,
@@ -91,6 +105,32 @@ class Renderer:
         if key is not None:
             self._cache[key] = outcome
         return outcome
+
+    def render_as_given(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool = False,
+    ) -> Rendered:
+        """The template on `messages` with their None values kept: transformers' `render_jinja_template` with the
+        variables apply_chat_template passes, without its normalization, which drops every key whose value is None
+        (`"content": None` arrives as no content key). What a template author who tests `content is none` expects."""
+        variables = {**self.template_variables(), **self.kwargs}
+        try:
+            with limited(self.limits) as limits:
+                (text,) = _compat.render_conversations(
+                    self.template_for(tools),
+                    [messages],
+                    tools,
+                    add_generation_prompt=add_generation_prompt,
+                    continue_final_message=continue_final_message,
+                    **variables,
+                )
+            return Rendered(check_output(text, limits))
+        except Exception as err:  # a template may raise anything; the caller compares the outcomes
+            return Rendered(None, describe_exception(err), refused=_is_refusal(err))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` without special tokens; each text is encoded once (checks share renderings)."""
@@ -108,7 +148,7 @@ class Renderer:
             return self.tokenizer.apply_chat_template(
                 messages,
                 tools=tools,
-                chat_template=self.template,
+                chat_template=self.template_for(tools),
                 tokenize=True,
                 return_dict=True,
                 **{**self.kwargs, **flags},
@@ -124,7 +164,7 @@ class Renderer:
     ) -> tuple[list[int], list[int]] | None:
         """(ids, assistant mask) from `apply_chat_template(return_assistant_tokens_mask=True)`; None when the
         template has no `{% generation %}` markers."""
-        if not has_generation_markers(self.template):
+        if not has_generation_markers(self.template_for(tools)):
             return None
         out = self._tokenized(messages, tools, return_assistant_tokens_mask=True, **flags)
         return list(out["input_ids"]), list(out["assistant_masks"])

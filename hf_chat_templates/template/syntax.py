@@ -2,12 +2,15 @@
 
 transformers compiles templates in an ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks, the
 loopcontrols extension and its own `{% generation %}` tag. Parsing with the same settings here lets the registry
-and `install` reject a template that transformers would reject, before anything is written.
+and `install` reject a template that transformers would reject, before anything is written. Template files are
+read as transformers reads `chat_template.jinja` (`read_template`: CRLF becomes LF), so a template renders and
+verifies the same whether it comes as `--template FILE` or inside a folder.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -54,25 +57,67 @@ def check_template_syntax(source: str, origin: str | Path) -> None:
         ) from None
 
 
-def read_template_file(path: Path) -> str:
-    """Read a template file as UTF-8, exactly (no newline translation), or raise TemplateError."""
+def transformers_text(text: str) -> str:
+    """A template's text as transformers reads it from a `.jinja` file.
+
+    transformers opens `chat_template.jinja` and `additional_chat_templates/*.jinja` in text mode
+    (`open(path, encoding="utf-8").read()`), whose universal newlines turn CRLF and a lone CR into LF. Jinja's lexer
+    does the same to any template source (a `chat_template` key with "\\r\\n" included), so this never changes
+    what transformers renders; minijinja, the engine of TGI, keeps carriage returns as they are.
+
+    >>> transformers_text("a\\r\\nb\\rc\\n")
+    'a\\nb\\nc\\n'
+    """
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def line_endings(text: str) -> str:
+    """The line endings of `text`: "LF" (also for none), "CRLF", "CR", or "mixed"."""
+    crlf = text.count("\r\n")
+    cr, lf = text.count("\r") - crlf, text.count("\n") - crlf
+    kinds = [name for name, n in (("CRLF", crlf), ("CR", cr), ("LF", lf)) if n]
+    return kinds[0] if len(kinds) == 1 else "mixed" if kinds else "LF"
+
+
+@dataclass(frozen=True)
+class TemplateFile:
+    """A template file: `written` as the file holds it, `text` as transformers reads it (they differ only in line
+    endings)."""
+
+    path: Path
+    written: str
+
+    @property
+    def text(self) -> str:
+        return transformers_text(self.written)
+
+
+def read_template(path: Path) -> TemplateFile:
+    """Read a template file as UTF-8, or raise TemplateError. Its `text` is what transformers reads once the file
+    is installed as `chat_template.jinja`, whatever its line endings."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise TemplateError(f"{path}: template file not found", hint="check the path", path=path) from None
     try:
-        text = data.decode("utf-8")
+        return TemplateFile(path, data.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise TemplateError(
             f"{path}: the template is not UTF-8 (byte {err.start} is {data[err.start]:#04x})",
             hint="save the template as UTF-8",
             path=path,
         ) from None
+
+
+def read_template_file(path: Path) -> str:
+    """Read a family's template file exactly, or raise TemplateError. A family's template is kept byte for byte
+    and identified by the sha256 of its bytes, so it must be what transformers reads: LF line endings only."""
+    text = read_template(path).written
     if "\r" in text:
         line = text.count("\n", 0, text.index("\r")) + 1
         raise TemplateError(
-            f"{path}, line {line}: the template contains a carriage return; transformers reads "
-            "chat_template.jinja with newline translation, so the installed template would differ",
+            f"{path}, line {line}: the template contains a carriage return; a family's template is kept byte for "
+            "byte, and transformers reads chat_template.jinja with newline translation, so the two would differ",
             hint="convert the file to LF line endings",
             path=path,
             line=line,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import TokenizerFolderError, option
 from ..outputs import is_staging, staged_folder
+from ..template.syntax import transformers_text
 from .vocab import Vocabulary
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -89,7 +90,7 @@ class TokenizerFolder:
     tokenizer_config: dict[str, Any]
     special_tokens_map: dict[str, Any] | None
     generation_config: dict[str, Any] | None
-    chat_template_file: str | None
+    chat_template_file: str | None  # the .jinja files as transformers reads them: CRLF becomes LF
     additional_templates: dict[str, str] = field(default_factory=dict)
 
     def read_bytes(self, relpath: str) -> bytes:
@@ -204,9 +205,11 @@ def read_folder(path: str | Path) -> TokenizerFolder:
 
 
 def _read_text(path: Path) -> str:
+    """A template file of the folder as transformers reads it: `open(path, encoding="utf-8").read()`, whose
+    universal newlines turn CRLF and a lone CR into LF."""
     data = path.read_bytes()
     try:
-        return data.decode("utf-8")
+        return transformers_text(data.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise TokenizerFolderError(f"{path}: not UTF-8 (byte {err.start})", hint="save it as UTF-8") from None
 

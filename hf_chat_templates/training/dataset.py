@@ -42,6 +42,7 @@ class PrepareReport:
     spans_from: str = ""
     tokens_from: str = ""
     stop_tokens: tuple[str, ...] = ()
+    token_notes: tuple[str, ...] = ()  # what token inference chose or could not decide
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class PrepareReport:
             "spans_from": self.spans_from,
             "tokens_from": self.tokens_from,
             "stop_tokens": list(self.stop_tokens),
+            "token_notes": list(self.token_notes),
         }
 
     def describe(self) -> str:
@@ -67,6 +69,7 @@ class PrepareReport:
             + (self.output or "nothing: no record has anything to train, so no output written"),
             f"  spans from: {self.spans_from}",
             f"  stop tokens: {' '.join(self.stop_tokens)} ({self.tokens_from})",
+            *(f"  note: {n}" for n in self.token_notes),
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
             f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
         ]
@@ -199,6 +202,7 @@ def prepare(
         spans_from=state.spans_from,
         tokens_from=state.tokens_from,
         stop_tokens=state.stops,
+        token_notes=state.token_notes,
     )
     # The caller's objects (a notebook's dataset, say) are moved out of the collector's way: each batch allocates
     # many short-lived objects, and every collection would otherwise walk everything the process holds.

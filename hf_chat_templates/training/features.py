@@ -30,6 +30,7 @@ from ..template.rendering import named_template
 from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
+from ..tokenizer.folder import read_folder
 
 IGNORE_INDEX = -100
 FEATURE_TYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int32"}
@@ -51,6 +52,9 @@ class FeatureState:
     controls: tuple[str, ...]
     spans_from: str
     tokens_from: str = ""  # declared, a bundled family, or inferred: said in prepare's report
+    token_notes: tuple[str, ...] = ()  # what inference chose or could not decide: said in prepare's report
+    # the folder's named `tool_use` template, compiled: transformers renders a conversation given tools with it
+    render_tools: Callable[[dict[str, Any]], str] | None = None
 
 
 def _templates(tokenizer: Any, source: str, template: str | None) -> tuple[str, str | None, str]:
@@ -91,15 +95,26 @@ def load_state(
 
     tokenizer = AutoTokenizer.from_pretrained(source)
     plain, marked, origin = _templates(tokenizer, source, template)
-    tokens = template_tokens(tokenizer, plain, kwargs=kwargs, stop_tokens=stop_tokens, control_tokens=control_tokens)
+    folder = Path(source)
+    tokens = template_tokens(
+        tokenizer,
+        plain,
+        kwargs=kwargs,
+        stop_tokens=stop_tokens,
+        control_tokens=control_tokens,
+        generation_config=read_folder(folder).generation_config if folder.is_dir() else None,
+    )
     if not tokens.stop_tokens:
         raise UsageError(
-            "no stop token is known for this template, so a turn's end cannot be trained",
+            ("; ".join(tokens.notes) if tokens.notes else "no stop token is known for this template")
+            + ", so a turn's end cannot be trained",
             hint=f"declare the token that ends an assistant turn: {option('stop_tokens')} TOKEN",
             parameter="stop_tokens",
         )
     merged = {**tokenizer.special_tokens_map, **tokens.kwarg_defaults, **kwargs}
     compiled = _compat.compile_template(plain)
+    tool_use = named_template(tokenizer, "tool_use") if template is None else None
+    tool_compiled = _compat.compile_template(tool_use) if tool_use is not None else None
     return FeatureState(
         tokenizer=tokenizer,
         backend=tokenizer.backend_tokenizer,
@@ -110,6 +125,10 @@ def load_state(
         controls=tokens.control_tokens,
         spans_from=origin,
         tokens_from=tokens.origin,
+        token_notes=tokens.notes,
+        render_tools=_compat.fast_renderer(tool_compiled, {**tool_compiled.globals, **merged, "documents": None})
+        if tool_compiled is not None
+        else None,
     )
 
 
@@ -125,8 +144,10 @@ def render_record(state: FeatureState, record: dict[str, Any]) -> tuple[str, tup
         text, indices = _compat.render_with_assistant_indices(state.marked, messages, tools, **state.kwargs)
         return text, tuple(Span(-1, a, b, None) for a, b in indices if b > a)
 
+    render_with = state.render_tools if tools is not None and state.render_tools is not None else state.render_plain
+
     def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
-        return state.render_plain({"messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt})
+        return render_with({"messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt})
 
     found = assistant_spans(render, messages, state.stops, state.controls)
     return found.text, found.spans

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..conversations.probes import CAPABILITIES, Probe, build_probes
 from ..families.registry import Variant
-from ..families.tokens import inferred_control_tokens, inferred_stop_tokens
+from ..families.tokens import TemplateTokens, inferred_control_tokens, template_tokens
 from ..template.rendering import Rendered, Renderer
 from ..template.spans import TurnSpans, assistant_spans
 from ..tokenizer.folder import TokenizerFolder
@@ -69,9 +69,12 @@ class VerifyContext:
         probes: Iterable[Probe] | None = None,
         stop_tokens: Iterable[str] | None = None,
         control_tokens: Iterable[str] | None = None,
+        tool_template: str | None = None,
     ) -> None:
         """`stop_tokens` and `control_tokens` are the caller's declarations: declared stops replace the family's or
-        inferred ones; declared control tokens come first, before the family's and the inferred ones."""
+        inferred ones; declared control tokens come first, before the family's and the inferred ones.
+        `tool_template` is the folder's named `tool_use` template: probes with tools are rendered with it, as
+        transformers renders a conversation given tools."""
         self.tokenizer = tokenizer
         self.declared_stops = tuple(stop_tokens) if stop_tokens is not None else None
         self.declared_controls = tuple(control_tokens or ())
@@ -79,7 +82,8 @@ class VerifyContext:
         self.folder = folder
         self.variant = variant
         self.kwargs = dict(kwargs if kwargs is not None else (variant.kwarg_defaults if variant else {}))
-        self.renderer = Renderer(tokenizer, template, self.kwargs)
+        self.tool_template = tool_template
+        self.renderer = Renderer(tokenizer, template, self.kwargs, tool_template=tool_template)
         self.probes = tuple(probes if probes is not None else build_probes())
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
@@ -135,28 +139,52 @@ class VerifyContext:
         return {t.content: t for t in self.tokenizer.added_tokens_decoder.values()}
 
     @cached_property
-    def control_tokens(self) -> tuple[str, ...]:
-        """Declared by the caller, then by the family, plus every control-token-shaped string or registered added
-        token the template writes in its literals or in its renderings of the probes."""
+    def tokens(self) -> TemplateTokens:
+        """Declared by the caller, else the family's, else inferred from the renderings and the folder's
+        generation stops (`generation_config.json`, else the tokenizer's eos), with where they came from."""
         texts = [r.text for r in self.rendered.values() if r.ok and r.text]
-        declared = dict.fromkeys(
-            [
-                *self.declared_controls,
-                *(self.declared_stops or ()),
-                *(self.variant.control_tokens if self.variant else ()),
-            ]
+        return template_tokens(
+            self.tokenizer,
+            self.template,
+            kwargs=self.kwargs,
+            variant=self.variant,
+            stop_tokens=self.declared_stops,
+            control_tokens=self.declared_controls,
+            generation_config=self.folder.generation_config if self.folder is not None else None,
+            renderings=texts,
+            probes=self.probes,
         )
-        return inferred_control_tokens(self.renderer, texts, self.probes, tuple(declared))
 
     @cached_property
+    def control_tokens(self) -> tuple[str, ...]:
+        """Declared by the caller, then by the family, plus every control token the template writes: in
+        control-token shapes, registered special tokens, and structural fragments of any shape."""
+        texts = [r.text for r in self.rendered.values() if r.ok and r.text]
+        return inferred_control_tokens(self.renderer, texts, self.probes, self.tokens.control_tokens)
+
+    @property
     def stop_tokens(self) -> tuple[str, ...]:
-        """Declared by the caller, else by the family; otherwise the first control token after the answer in the
-        plain probe."""
-        if self.declared_stops is not None:
-            return self.declared_stops
-        if self.variant:
-            return self.variant.stop_tokens
-        return inferred_stop_tokens(self.renderer, self.control_tokens)
+        """Declared by the caller, else by the family; otherwise the token written after every answer (the
+        folder's generation stops first), a tool-call turn's own, or the next turn's token the folder stops on."""
+        return self.tokens.stop_tokens
+
+    def install_command(self, options: str = "") -> str:
+        """The install command that fixes this folder: the family's for a bundled template, else the template
+        file's, with `options` (`--training`, `--format both`) before the output."""
+        source = str(self.folder.path) if self.folder is not None else "SRC"
+        what = (
+            f"{self.variant.family} --variant {self.variant.name}"
+            if self.variant is not None
+            else "--template TEMPLATE.jinja"
+        )
+        return f"hf-chat-templates install {what} --tokenizer {source}{' ' + options if options else ''} --output DIR"
+
+    def missing_turn_end(self) -> str | None:
+        """Why a turn's end cannot be trained, or None: no stop token is known, or no token ends a turn (the
+        stops, if any, are the next turn's tokens)."""
+        if self.stop_tokens and self.tokens.turn_end:
+            return None
+        return "; ".join(self.tokens.notes) or "no stop token is known for this template"
 
     def token_id(self, token: str) -> int | None:
         ids = self.tokenizer.encode(token, add_special_tokens=False)
@@ -204,7 +232,7 @@ class VerifyContext:
         return Finding(
             probe.id,
             f"probe {probe.id}: {what} at char {pos} (message {message}): {labels[0]} "
-            f"{around(a, pos)} vs {labels[1]} {around(b, pos)}",
+            f"{around(a, pos, self.control_tokens)} vs {labels[1]} {around(b, pos, self.control_tokens)}",
             {"char_position": pos, "message_index": message},
         )
 

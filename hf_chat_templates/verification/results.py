@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +46,9 @@ class VerificationReport:
     versions: dict[str, str]
     capabilities: dict[str, str]
     checks: tuple[CheckResult, ...]
+    # control_tokens, stop_tokens, tokens_from (declared, a bundled family, the folder's generation stops,
+    # inferred) and notes (what inference chose or could not decide)
+    tokens: dict[str, Any] = field(default_factory=dict)
 
     @property
     def summary(self) -> dict[str, int]:
@@ -67,6 +73,7 @@ class VerificationReport:
             "tokenizer": self.tokenizer,
             "versions": self.versions,
             "capabilities": self.capabilities,
+            **self.tokens,
             "checks": [c.to_dict() for c in self.checks],
             "summary": self.summary,
         }
@@ -77,9 +84,18 @@ def visible(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r").replace(" ", "·")
 
 
-def around(text: str, pos: int, width: int = 24) -> str:
-    """`text` near `pos`, whitespace visible, the position marked with ⟨here⟩."""
-    start, end = max(0, pos - width), min(len(text), pos + width)
+def around(text: str, pos: int, tokens: Iterable[str] = (), width: int = 24) -> str:
+    """`text` near `pos`, whitespace visible, the position marked with ⟨here⟩.
+
+    The excerpt's edges never cut a control token in two (one of `tokens`, or any `<…>` or `[…]` run without
+    whitespace: `<|im_end|>`, `<｜end▁of▁sentence｜>`, `[INST]`), nor a character of several code points (a
+    surrogate pair, a combining mark, an emoji sequence): they move outwards to its end.
+
+    >>> around("<|im_start|>user\\nHi<|im_end|>", 18, width=8)
+    '<|im_start|>user\\\\nH⟨here⟩i<|im_end|>'
+    """
+    pos = min(max(pos, 0), len(text))
+    start, end = excerpt_bounds(text, max(0, pos - width), min(len(text), pos + width), tokens)
     return (
         ("…" if start else "")
         + visible(text[start:pos])
@@ -87,6 +103,64 @@ def around(text: str, pos: int, width: int = 24) -> str:
         + visible(text[pos:end])
         + ("…" if end < len(text) else "")
     )
+
+
+# A run that reads as one control token: `<|im_end|>`, `</s>`, `<｜Assistant｜>`, `[/INST]`, `<tool_call>`. No
+# whitespace, quotes, braces or commas inside, so markup, JSON and prose are not taken for tokens.
+_TOKEN_SHAPED = re.compile(r"<[^\s<>\[\]{}\"',]{1,62}>|\[[^\s<>\[\]{}\"',]{1,62}\]")
+_ZWJ = "\u200d"
+
+
+def _is_regional(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
+
+
+def _joins(text: str, i: int) -> bool:
+    """Whether text[i - 1] and text[i] belong to one user-perceived character, so no edge may fall between."""
+    before, char = text[i - 1], text[i]
+    if before == "\r" and char == "\n":
+        return True
+    if "\ud800" <= before <= "\udbff" and "\udc00" <= char <= "\udfff":  # a surrogate pair kept as two
+        return True
+    if before == _ZWJ or unicodedata.category(char) in ("Mn", "Mc", "Me") or char == _ZWJ:
+        return True
+    if "\ufe00" <= char <= "\ufe0f" or "\U0001f3fb" <= char <= "\U0001f3ff" or "\U000e0020" <= char <= "\U000e007f":
+        return True  # variation selectors, skin tones, emoji tag sequences
+    if _is_regional(before) and _is_regional(char):  # flags: pairs of regional indicators
+        run = 0
+        while i - run - 1 >= 0 and _is_regional(text[i - run - 1]):
+            run += 1
+        return run % 2 == 1
+    return False
+
+
+def _units(text: str, lo: int, hi: int, tokens: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Where control tokens (given or token-shaped) lie across text[lo:hi]'s edges: (start, end) pairs."""
+    reach = max((len(t) for t in tokens), default=0) + 64
+    a, b = max(0, lo - reach), min(len(text), hi + reach)
+    found = [(m.start(), m.end()) for m in _TOKEN_SHAPED.finditer(text, a, b)]
+    for token in dict.fromkeys(t for t in tokens if t):
+        at = text.find(token, a, b)
+        while at >= 0:
+            found.append((at, at + len(token)))
+            at = text.find(token, at + 1, b)
+    return found
+
+
+def excerpt_bounds(text: str, start: int, end: int, tokens: Iterable[str] = ()) -> tuple[int, int]:
+    """text[start:end] widened so that neither edge splits a control token or a user-perceived character."""
+    tokens = tuple(tokens)
+    units = _units(text, start, end, tokens)
+    while True:
+        moved = (start, end)
+        start = min([start, *(s for s, e in units if s < start < e)])
+        end = max([end, *(e for s, e in units if s < end < e)])
+        while 0 < start < len(text) and _joins(text, start):
+            start -= 1
+        while 0 < end < len(text) and _joins(text, end):
+            end += 1
+        if (start, end) == moved:
+            return start, end
 
 
 def first_difference(a: str | list[Any], b: str | list[Any]) -> int:

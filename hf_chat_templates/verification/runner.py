@@ -120,6 +120,12 @@ def verify_with_context(
         versions=_versions(),
         capabilities=ctx.capabilities,
         checks=results,
+        tokens={
+            "control_tokens": list(ctx.control_tokens),
+            "stop_tokens": list(ctx.stop_tokens),
+            "tokens_from": ctx.tokens.origin,
+            "token_notes": list(ctx.tokens.notes),
+        },
     ), ctx
 
 
@@ -155,6 +161,7 @@ def load_context(
     ctx = VerifyContext(
         tokenizer,
         text,
+        tool_template=named_template(tokenizer, "tool_use") if choice.template is None else None,
         folder=folder,
         variant=choice.variant,
         kwargs=choice.kwargs,
@@ -191,6 +198,7 @@ def verify_all_with_contexts(
                             versions=report.versions,
                             capabilities=report.capabilities,
                             checks=report.checks,
+                            tokens=report.tokens,
                         ),
                         ctx,
                     )

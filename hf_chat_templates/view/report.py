@@ -23,6 +23,10 @@ def format_report(report: VerificationReport) -> str:
     lines = [f"verify {title} on {report.tokenizer}"]
     caps = ", ".join(f"{k}={v if v in ('yes', 'no', 'untested') else 'error'}" for k, v in report.capabilities.items())
     lines.append(f"  reads: {caps}")
+    if report.tokens:
+        stops = " ".join(report.tokens["stop_tokens"]) or "none"
+        lines.append(f"  stop tokens: {stops} ({report.tokens['tokens_from']})")
+        lines += [f"  note: {n}" for n in report.tokens["token_notes"]]
     for check in report.checks:
         lines.append(f"  {MARKS[check.status]:<4} {check.id:<27} {check.message}")
         if check.status in ("fail", "warn") and check.hint:

@@ -57,7 +57,7 @@ def test_verify_says_how_to_declare_an_unknown_stop(
     code, out, _ = run(
         capsys, "verify", str(folder), "--template", str(template), "--only", "completion-matches-content"
     )
-    assert code == 1 and "no stop token is known" in out and "--stop-token TOKEN" in out
+    assert code == 1 and "no token ends an assistant turn" in out and "--stop-token TOKEN" in out
     code, out, _ = run(
         capsys,
         "verify",
@@ -70,7 +70,7 @@ def test_verify_says_how_to_declare_an_unknown_stop(
         "END_OF_TURN",
     )
     # Declared, it is used: the check now reads it, and fails for the next reason (it is not one registered token).
-    assert "no stop token is known" not in out and "then END_OF_TURN" in out
+    assert "no token ends an assistant turn" not in out and "then END_OF_TURN" in out
 
 
 def test_prepare_takes_a_declared_stop(capsys: pytest.CaptureFixture[str], folder: Path, tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_prepare_takes_a_declared_stop(capsys: pytest.CaptureFixture[str], folde
     )
     args = ["prepare", str(folder), "--template", str(template), "--conversations", str(data)]
     code, _, err = run(capsys, *args, "--output", str(tmp_path / "none"))
-    assert code == 2 and "no stop token is known" in err and "--stop-token TOKEN" in err
+    assert code == 2 and "no token ends an assistant turn" in err and "--stop-token TOKEN" in err
     assert not (tmp_path / "none").exists()
     code, _, err = run(capsys, *args, "--output", str(tmp_path / "ds"), "--stop-token", "END_OF_TURN")
     assert code == 0, err
@@ -105,7 +105,11 @@ def test_prepare_says_where_its_stop_came_from(
     line = json.dumps({"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]})
     data = write_jsonl(tmp_path / "c.jsonl", [line])
     code, out, _ = run(capsys, "prepare", str(folder), "--conversations", str(data), "--output", str(tmp_path / "a"))
-    assert code == 0 and "stop tokens: <|im_end|> (inferred from the template's renderings)" in out
+    assert (
+        code == 0
+        and "stop tokens: <|im_end|> (the folder's generation_config.json eos_token_id, where the template writes it)"
+        in out
+    )
     code, out, _ = run(
         capsys,
         "prepare",

@@ -85,7 +85,7 @@ def test_a_turn_end_nothing_can_infer(capsys: pytest.CaptureFixture[str], toy_to
         str(tmp_path / "families"),
     ]
     code, _, err = run(capsys, *args)
-    assert code == 2 and "no token is known to end an assistant turn" in err and "--stop-token TOKEN" in err
+    assert code == 2 and "no token ends an assistant turn" in err and "--stop-token TOKEN" in err
     assert not (tmp_path / "families" / "plain").exists()
     code, _, err = run(capsys, *args, "--stop-token", "END_OF_TURN")
     assert code == 0, err

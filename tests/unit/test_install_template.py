@@ -104,7 +104,7 @@ def test_a_turn_end_nothing_can_infer_must_be_declared(
 
     args = ["install", "--tokenizer", str(toy_tokenizer), "--template", str(files["plain"])]
     code, _, err = run(capsys, *args, "--output", str(tmp_path / "refused"))
-    assert code == 2 and "no token is known to end an assistant turn" in err and "--stop-token TOKEN" in err
+    assert code == 2 and "no token ends an assistant turn" in err and "--stop-token TOKEN" in err
     assert not (tmp_path / "refused").exists()
     code, stdout, err = run(capsys, *args, "--output", str(tmp_path / "out"), "--stop-token", "END_OF_TURN")
     assert code == 0, err

@@ -179,8 +179,13 @@ def test_assistant_mask_fails_when_a_turn_has_no_stop_token(tmp_path: Path) -> N
 
     folder = chatml_folder(tmp_path / "tok")
     no_stop = GOOD.replace("{{- '<|im_end|>\\n' -}}", "{{- '<|im_end|>\\n' if m.role != 'assistant' else '\\n' -}}")
-    ctx = VerifyContext(AutoTokenizer.from_pretrained(str(folder)), no_stop, folder=None, probes=PLAIN_PROBES)
-    ctx.__dict__["stop_tokens"] = ("<|im_end|>",)  # what a family config would declare
+    ctx = VerifyContext(
+        AutoTokenizer.from_pretrained(str(folder)),
+        no_stop,
+        folder=None,
+        probes=PLAIN_PROBES,
+        stop_tokens=("<|im_end|>",),  # what a family config would declare
+    )
     result = check(ctx, "assistant-mask")
     assert result.status == "fail"
     assert "probe plain: the generated part of message 1 holds no stop token (<|im_end|>)" in result.message

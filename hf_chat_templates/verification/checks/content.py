@@ -4,6 +4,7 @@ ids extend the previous ones."""
 from __future__ import annotations
 
 from ...conversations.probes import Probe
+from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
 from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict
 
@@ -42,6 +43,7 @@ def renders(ctx: VerifyContext) -> CheckResult:
                     {"error": r.error},
                 )
             )
+        _explain_content_none((refusals if r.refused else crashes)[-1], content_none_effect(ctx, probe))
     hint = (
         "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
         "as dict or JSON string, content None, content as a list of parts"
@@ -65,26 +67,44 @@ def _required(ctx: VerifyContext, capability: str | None) -> bool:
     return ctx.capabilities.get(capability) == "yes"
 
 
+def _explain_content_none(finding: Finding, effect: ContentNoneEffect | None) -> None:
+    """Add to `finding` why its probe renders as it does, when the template's `content is none` test is the cause."""
+    if effect is not None:
+        finding.text += f"; {effect.explanation}"
+        finding.detail["content_none_test"] = [t.expression for t in effect.tests]
+
+
+def _missing(ctx: VerifyContext, probe: Probe, text: str, kept: str | None) -> list[Finding]:
+    """The probe's sentinels missing from `text`: those the template reads, and those it renders when the None
+    contents are kept (`kept`), which only transformers' dropping of None hides."""
+    findings = []
+    for s in probe.sentinels:
+        if s.text in text or not (_required(ctx, s.capability) or (kept is not None and s.text in kept)):
+            continue
+        if probe.continue_final_message and s.message == len(probe.messages) - 1:
+            continue
+        where = "the tool definitions" if s.message is None else f"message {s.message}"
+        findings.append(
+            Finding(
+                probe.id,
+                f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {where} ({s.text!r}) is missing from the rendering",
+                {"message_index": s.message, "sentinel": s.text, "kind": s.kind},
+            )
+        )
+    return findings
+
+
 def nothing_dropped(ctx: VerifyContext) -> CheckResult:
     findings = []
     for probe in ctx.probes:
         r = ctx.rendered[probe.id]
         if not r.ok:
             continue
-        for s in probe.sentinels:
-            if s.text in (r.text or "") or not _required(ctx, s.capability):
-                continue
-            if probe.continue_final_message and s.message == len(probe.messages) - 1:
-                continue
-            where = "the tool definitions" if s.message is None else f"message {s.message}"
-            findings.append(
-                Finding(
-                    probe.id,
-                    f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {where} "
-                    f"({s.text!r}) is missing from the rendering",
-                    {"message_index": s.message, "sentinel": s.text, "kind": s.kind},
-                )
-            )
+        effect = content_none_effect(ctx, probe)
+        missing = _missing(ctx, probe, r.text or "", effect.kept.text if effect else None)
+        if missing:
+            _explain_content_none(missing[0], effect)
+        findings += missing
     return verdict(
         "nothing-dropped",
         findings,
@@ -140,8 +160,8 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
         return Finding(
             probe.id,
             f"probe {probe.id}: the generation prompt is not a prefix of the "
-            f"training rendering at char {pos}: prompt {around(prompt, pos)} vs "
-            f"conversation {around(full, pos)}",
+            f"training rendering at char {pos}: prompt {around(prompt, pos, ctx.control_tokens)} vs "
+            f"conversation {around(full, pos, ctx.control_tokens)}",
             {"message_index": index, "char_position": pos},
         )
     tail = full[len(prompt) :]
@@ -151,7 +171,8 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
         return Finding(
             probe.id,
             f"probe {probe.id}: the trained completion of message {index} is not "
-            f"the content: expected {around(answer, pos)}, got {around(tail, pos)}",
+            f"the content: expected {around(answer, pos, ctx.control_tokens)}, "
+            f"got {around(tail, pos, ctx.control_tokens)}",
             {"message_index": index, "char_position": len(prompt) + pos},
         )
     rest = tail[len(header) + len(answer) :]
@@ -164,7 +185,7 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             f"probe {probe.id}: message {index}: after the content comes "
             f"{extra!r} before the stop token {nearest[1] or ctx.stop_tokens[0]}: "
             f"the model is trained to write it; "
-            f"{around(full, len(prompt) + len(header) + len(answer))}",
+            f"{around(full, len(prompt) + len(header) + len(answer), ctx.control_tokens)}",
             {"message_index": index, "char_position": len(prompt) + len(header) + len(answer), "extra": extra},
         )
     after = rest[len(stop) :]
@@ -198,13 +219,8 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
 
 
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:
-    if not ctx.stop_tokens:
-        return CheckResult(
-            "completion-matches-content",
-            "fail",
-            "no stop token is known for this template",
-            hint=STOP_TOKEN_HINT,
-        )
+    if (missing := ctx.missing_turn_end()) is not None:
+        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
     findings = []
     probes = _completion_probes(ctx)
     for probe in probes:
@@ -245,7 +261,7 @@ def prefix_stable(ctx: VerifyContext) -> CheckResult:
                         probe.id,
                         f"probe {probe.id}: the ids of the first {k} messages are not a "
                         f"prefix of the first {k + 1}: token {i} {ctx.pieces(a[i : i + 2])} "
-                        f"becomes {ctx.pieces(b[i : i + 2])} ({around(longer.text or '', pos)})",
+                        f"becomes {ctx.pieces(b[i : i + 2])} ({around(longer.text or '', pos, ctx.control_tokens)})",
                         {"message_index": k, "token_position": i, "char_position": pos},
                     )
                 )

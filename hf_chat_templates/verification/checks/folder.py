@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...template.syntax import transformers_text
 from ...tokenizer.folder import (
     CHAT_TEMPLATE_DIR,
     CHAT_TEMPLATE_FILE,
@@ -18,10 +19,17 @@ from ..results import CheckResult, Finding, first_difference, verdict
 FLAGS = ("content", *CONTROL_FLAGS)
 
 
-def _first_line_difference(a: str, b: str) -> str:
+def _how_they_differ(a: str, b: str) -> str:
+    """How the file `a` (read as transformers reads it) and the config key `b` differ: from which line, or only in
+    the key's line endings."""
+    if transformers_text(a) == transformers_text(b):
+        return (
+            "differ only in line endings: the key holds carriage returns, which transformers' Jinja reads as "
+            "newlines but minijinja keeps"
+        )
     pos = first_difference(a, b)
     line = a.count("\n", 0, pos) + 1
-    return f"line {line}"
+    return f"differ from line {line}"
 
 
 def template_sources_agree(ctx: VerifyContext) -> CheckResult:
@@ -35,8 +43,8 @@ def template_sources_agree(ctx: VerifyContext) -> CheckResult:
         findings.append(
             Finding(
                 None,
-                f"{CHAT_TEMPLATE_FILE} and {TOKENIZER_CONFIG} key 'chat_template' differ "
-                f"from {_first_line_difference(folder.chat_template_file, default)}:"
+                f"{CHAT_TEMPLATE_FILE} and {TOKENIZER_CONFIG} key 'chat_template' "
+                f"{_how_they_differ(folder.chat_template_file, default)}:"
                 " transformers reads the file, TGI and llama.cpp's converter the key",
                 {"file": CHAT_TEMPLATE_FILE, "key": "chat_template"},
             )
@@ -47,8 +55,7 @@ def template_sources_agree(ctx: VerifyContext) -> CheckResult:
                 Finding(
                     None,
                     f"{CHAT_TEMPLATE_DIR}/{name}.jinja and the '{name}' entry of "
-                    f"{TOKENIZER_CONFIG} 'chat_template' differ from "
-                    f"{_first_line_difference(text, named[name])}",
+                    f"{TOKENIZER_CONFIG} 'chat_template' {_how_they_differ(text, named[name])}",
                     {"file": f"{CHAT_TEMPLATE_DIR}/{name}.jinja", "key": "chat_template"},
                 )
             )
@@ -58,7 +65,7 @@ def template_sources_agree(ctx: VerifyContext) -> CheckResult:
         "template-sources-agree",
         findings,
         "chat_template.jinja, the config key and additional_chat_templates/ say the same thing",
-        "reinstall with hf-chat-templates install --format both, which writes them together",
+        f"reinstall with {ctx.install_command('--format both')}, which writes them together",
     )
 
 
@@ -129,7 +136,7 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
             "generation-config-consistent",
             "warn",
             f"no {GENERATION_CONFIG}: generation uses the model config's eos, which may not be the turn's stop token",
-            hint="hf-chat-templates install writes one",
+            hint=f"{ctx.install_command()} writes one",
         )
     tok = ctx.tokenizer
     size = len(tok)
@@ -168,5 +175,5 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
         "generation-config-consistent",
         findings,
         f"{GENERATION_CONFIG} agrees with the tokenizer",
-        "hf-chat-templates install merges the stop ids and keeps bos/pad in step",
+        f"{ctx.install_command()} merges the stop ids and keeps bos/pad in step",
     )

@@ -9,9 +9,16 @@ from ...conversations.probes import Probe
 from ...template.analysis import template_kwargs
 from ...template.engines import render_minijinja
 from ...template.rendering import Rendered, frozen_clock
+from ...template.syntax import transformers_text
 from ..context import CLOCKS, VerifyContext
 from ..references import REFERENCES, Unsupported, reference_ids
 from ..results import CheckResult, Finding, around, first_difference, verdict
+
+# Why minijinja writes "\r\n" where transformers writes "\n": a template with CRLF line endings (a config key).
+CARRIAGE_RETURNS = (
+    "the template holds carriage returns (CRLF line endings): transformers' Jinja reads them as newlines, "
+    "minijinja keeps them (TGI passes the config key to it as it is)"
+)
 
 
 def _clock_kwargs(ctx: VerifyContext) -> list[str]:
@@ -57,8 +64,8 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
             Finding(
                 probe.id,
                 f"probe {probe.id}: the rendering reads the clock (message "
-                f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos)} on "
-                f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos)} on {CLOCKS[1]:%Y-%m-%d}"
+                f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos, ctx.control_tokens)} on "
+                f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos, ctx.control_tokens)} on {CLOCKS[1]:%Y-%m-%d}"
                 + (f"; passing {pin}=… pins it" if pin else "; no kwarg pins it"),
                 {"char_position": pos, "pinned_by": pin},
             )
@@ -82,7 +89,7 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
                 probe.message_list(), probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
             )
         other = render_minijinja(
-            ctx.template,
+            ctx.renderer.template_for(probe.tool_list()),
             probe.message_list(),
             probe.tool_list(),
             add_generation_prompt=probe.add_generation_prompt,
@@ -97,20 +104,25 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
             )
             continue
         if other.text != reference.text:
-            findings.append(
-                ctx.text_difference(
-                    probe,
-                    "minijinja renders differently",
-                    ("transformers", "minijinja"),
-                    reference.text or "",
-                    other.text or "",
-                )
+            finding = ctx.text_difference(
+                probe,
+                "minijinja renders differently",
+                ("transformers", "minijinja"),
+                reference.text or "",
+                other.text or "",
             )
+            if transformers_text(other.text or "") == reference.text:
+                finding.text += f"; {CARRIAGE_RETURNS}"
+                finding.detail["carriage_returns"] = True
+            findings.append(finding)
+    carriage_returns = any(f.detail.get("carriage_returns") for f in findings)
     return verdict(
         "engine-parity",
         findings,
         "minijinja renders every probe exactly as transformers",
-        "avoid Python-only methods and filters the other engine lacks (see the message)",
+        "save the template with LF line endings (hf-chat-templates install writes the config key with LF)"
+        if carriage_returns
+        else "avoid Python-only methods and filters the other engine lacks (see the message)",
     )
 
 

@@ -57,8 +57,8 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
         "control-tokens-atomic",
         findings,
         f"{len(ctx.control_tokens)} control tokens, each one special id: {' '.join(ctx.control_tokens)}",
-        "register each control token as one special added token (normalized, lstrip and rstrip false); for a bundled "
-        "family, hf-chat-templates install FAMILY --tokenizer SRC --output DIR does it",
+        "register each control token as one special added token (normalized, lstrip and rstrip false): "
+        f"{ctx.install_command()} does it (--control-token TOKEN declares one it misses)",
     )
 
 
@@ -165,7 +165,8 @@ def boundary_merge(ctx: VerifyContext) -> CheckResult:
                         Finding(
                             probe.id,
                             f"probe {probe.id}: token {t_index} {ctx.pieces([ids[t_index]])} spans the boundary "
-                            f"between message {b_index} and {b_index + 1} at char {boundary}: {around(text, boundary)}",
+                            f"between message {b_index} and {b_index + 1} at char {boundary}: "
+                            f"{around(text, boundary, ctx.control_tokens)}",
                             {"token_position": t_index, "char_position": boundary, "message_index": b_index + 1},
                         )
                     )
@@ -185,9 +186,9 @@ def stop_token_registered(ctx: VerifyContext) -> CheckResult:
         return CheckResult(
             "stop-token-registered",
             "fail",
-            "no control token follows the assistant's answer in probe plain: the model has no token to stop on",
+            ctx.missing_turn_end() or "no token is known to end an assistant turn",
             "plain",
-            hint="end assistant turns with a registered special token",
+            hint="end assistant turns with a registered special token, or declare it: --stop-token TOKEN",
         )
     gen = ctx.folder.generation_config if ctx.folder is not None else None
     eos_ids = gen.get("eos_token_id") if gen else None
@@ -222,7 +223,8 @@ def stop_token_registered(ctx: VerifyContext) -> CheckResult:
         "stop-token-registered",
         findings,
         f"stop tokens {' '.join(ctx.stop_tokens)} are eos ids and not pad",
-        "hf-chat-templates install sets generation_config eos_token_id and a distinct pad token",
+        f"{ctx.install_command()} sets generation_config eos_token_id and a distinct pad token "
+        "(--stop-token TOKEN declares the stop)",
     )
 
 
@@ -254,7 +256,7 @@ def injection(ctx: VerifyContext) -> CheckResult:
         "injection",
         "warn",
         f"probe {probe.id}: user content spelling {' '.join(specials)} becomes {found - expected} control token(s) "
-        f"(message 0, char {pos}: {around(r.text or '', pos)})"
+        f"(message 0, char {pos}: {around(r.text or '', pos, ctx.control_tokens)})"
         + (
             "; apply_chat_template(..., sanitize_control_tokens=True) keeps them as text"
             if prevented

@@ -160,15 +160,15 @@ def _check_probe(
 
 
 def assistant_mask(ctx: VerifyContext) -> CheckResult:
-    if not ctx.stop_tokens:
-        return CheckResult(
-            "assistant-mask",
-            "fail",
-            "no stop token is known for this template",
-            hint=STOP_TOKEN_HINT,
-        )
+    if (missing := ctx.missing_turn_end()) is not None:
+        return CheckResult("assistant-mask", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
     template, origin = training_template_of(ctx)
-    training = Renderer(ctx.tokenizer, template, ctx.kwargs)
+    tool_training = (
+        derive_training_template(ctx.tool_template, ctx.stop_tokens, ctx.control_tokens)
+        if ctx.tool_template is not None and origin == "the derived training variant"
+        else None
+    )
+    training = Renderer(ctx.tokenizer, template, ctx.kwargs, tool_template=tool_training)
     findings: list[Finding] = []
     untrained: list[Finding] = []
     checked = 0
@@ -195,7 +195,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
         return CheckResult("assistant-mask", "skip", "no probe with an assistant turn renders")
     hint = (
         "wrap exactly the generated part, through the stop token, in {% generation %}; or install the derived "
-        "variant with hf-chat-templates install --training"
+        f"variant with {ctx.install_command('--training')}"
     )
     if findings:
         return verdict("assistant-mask", findings + untrained, "", hint)
