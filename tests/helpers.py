@@ -6,12 +6,16 @@
 - `run`: the CLI in this process, with its exit code, stdout and stderr;
 - `snapshot`: every file of a folder with its bytes, to assert a folder was not touched;
 - the conversations, JSONL writer, expected labels and hand-marked training templates of the training tests;
-- `parse_view`: the token spans, views and anchors of the HTML the view and the report write.
+- `parse_view`: the token spans, views and anchors of the HTML the view and the report write;
+- the corpus of published chat templates (tests/data/templates): `corpus_names`, `corpus_manifest` and
+  `model_folder`, a base tokenizer made into the model's folder as it ships, or bare.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -272,3 +276,73 @@ def parse_view(page: str) -> ViewTokens:
     parser = ViewTokens()
     parser.feed(page)
     return parser
+
+
+# ---- the corpus of published chat templates ---------------------------------------------------------------------
+
+CORPUS = Path(__file__).resolve().parent / "data" / "templates"
+
+
+def corpus_names() -> list[str]:
+    """Every template of the corpus: a folder of tests/data/templates with a model.toml."""
+    return sorted(p.name for p in CORPUS.iterdir() if (p / "model.toml").is_file())
+
+
+def corpus_manifest(name: str) -> dict[str, Any]:
+    """The model.toml of corpus template `name`: what the model ships with its template."""
+    with (CORPUS / name / "model.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+def corpus_templates(name: str) -> dict[str, Path]:
+    """The template files of `name` by template name: `default` (chat_template.jinja), then the named ones."""
+    folder = CORPUS / name
+    named = corpus_manifest(name).get("named_templates", [])
+    return {"default": folder / "chat_template.jinja", **{n: folder / f"{n}.jinja" for n in named}}
+
+
+def _registered_tokenizer(folder: Path, manifest: dict[str, Any]) -> None:
+    """Rewrite the tokenizer in `folder` the way the model ships it: its special tokens (special=True) and added
+    tokens (special=False) registered, bos/eos/pad as shipped, BOS added by `tokenizer(text)` only when the model
+    adds it, and generation_config.json's eos_token_id as the ids of `generation_eos`."""
+    from tokenizers import AddedToken, Tokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    bos, eos, pad = (manifest.get(k) or None for k in ("bos_token", "eos_token", "pad_token"))
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    specials = dict.fromkeys(
+        [*manifest.get("special_tokens", []), *(t for t in (bos, eos, pad) if t), *manifest.get("generation_eos", [])]
+    )
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    plain = [t for t in manifest.get("added_tokens", []) if t not in specials]
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in plain])
+    if manifest.get("add_bos") and bos:
+        single, pair = f"{bos}:0 $A:0", f"{bos}:0 $A:0 {bos}:1 $B:1"
+        tok.post_processor = processors.TemplateProcessing(
+            single=single, pair=pair, special_tokens=[(bos, tok.token_to_id(bos))]
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token=eos, pad_token=pad)
+    (folder / "tokenizer_config.json").unlink()
+    fast.save_pretrained(str(folder))
+    stops = [tok.token_to_id(t) for t in manifest.get("generation_eos", [])] or [tok.token_to_id(eos)]
+    gen: dict[str, Any] = {"bos_token_id": tok.token_to_id(bos)} if bos else {}
+    gen["eos_token_id"] = stops[0] if len(stops) == 1 else stops
+    (folder / "generation_config.json").write_bytes(dump_json(gen))
+
+
+def model_folder(name: str, base: Path, out: Path, *, registered: bool = True) -> Path:
+    """Corpus template `name` on a copy of the base tokenizer folder `base`, written to `out`.
+
+    `registered`: the model's folder as it ships (its tokens registered, bos/eos/pad and generation_config.json as
+    model.toml says). Otherwise the bare base tokenizer with only the template files added. The templates are
+    written as chat_template.jinja and additional_chat_templates/NAME.jinja, byte for byte."""
+    shutil.copytree(base, out)
+    if registered:
+        _registered_tokenizer(out, corpus_manifest(name))
+    for template, path in corpus_templates(name).items():
+        target = out / "chat_template.jinja" if template == "default" else out / "additional_chat_templates" / path.name
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    return out

@@ -17,6 +17,7 @@ from typing import Any
 from ..conversations.probes import Probe, build_probes, tool_call, weather_tool
 from ..template.analysis import control_tokens_in, growing_fragments, literal_fragments, tokens_in_order
 from ..template.rendering import Rendered, Renderer
+from ..template.syntax import template_literals as literal_text
 from .registry import Variant, identify
 
 INFERRED = "inferred from the template's renderings"
@@ -34,6 +35,7 @@ class TemplateTokens:
     origin: str = ""
     notes: tuple[str, ...] = ()
     turn_end: bool = True
+    markup_tokens: tuple[str, ...] = ()  # tool-call and reasoning tags: one id each, registered as plain tokens
 
 
 def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
@@ -103,10 +105,17 @@ def leading_fragments(candidates: Iterable[str], text: str, skip: Iterable[str] 
         at += len(match)
 
 
+def _reasoned(count: int) -> list[dict[str, Any]]:
+    messages = _exchanges(count)
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            m["reasoning_content"] = f"Thinking qz{i}6reasoning."
+    return messages
+
+
 def structural_fragments(renderer: Renderer) -> tuple[str, ...]:
     """The bracketed literal fragments the renderings confirm as turn structure: written once more for each added
-    exchange, or leading the rendering. Tags written only around tool calls (`<tool_call>`) are not
-    among them: models that have them as tokens ship them as plain added tokens, which decoding keeps."""
+    exchange, or leading the rendering."""
     candidates = literal_fragments(renderer.template)
     if not candidates:
         return ()
@@ -115,6 +124,23 @@ def structural_fragments(renderer: Renderer) -> tuple[str, ...]:
     if short.ok and long.ok:
         found += growing_fragments(candidates, short.text or "", long.text or "")
         found += leading_fragments(candidates, short.text or "", renderer.tokenizer.all_special_tokens)
+    return tuple(c for c in candidates if c in found)
+
+
+def markup_fragments(renderer: Renderer, structure: Iterable[str]) -> tuple[str, ...]:
+    """The bracketed literal fragments written once more per tool-call round or per reasoned answer, that are not
+    turn structure: tool-call and reasoning tags (`<tool_call>`, `<|tool_call>`, `<think>`). Models ship them as
+    added tokens, mostly plain ones that decoding keeps for the parsers that read them."""
+    candidates = [c for c in literal_fragments(renderer.template) if c not in set(structure)]
+    found: list[str] = []
+    tools = [weather_tool(TOOL_NAME)]
+    for short, long, given in (
+        (_tool_rounds(1), _tool_rounds(2), tools),
+        (_reasoned(1), _reasoned(2), None),
+    ):
+        a, b = renderer.render(short, given), renderer.render(long, given)
+        if a.ok and b.ok:
+            found += growing_fragments(candidates, a.text or "", b.text or "")
     return tuple(c for c in candidates if c in found)
 
 
@@ -198,9 +224,14 @@ def inferred_stops(renderer: Renderer, control_tokens: Iterable[str], eos: tuple
         if stops:
             notes.append(f"a tool-call turn ends with {call}, an answer with {stops[0]}: both are stops")
         stops.append(call)
-    if turn:
-        return _Stops(tuple(stops), from_folder, tuple(notes), True)
     plain = renderer.render(_exchanges(2)).text or ""
+    if turn:
+        # A stop the folder lists that the template writes in a branch these conversations do not reach
+        # (Llama's <|eom_id|>, after a built-in tool call).
+        unreached = [t for t in eos if t not in stops and t in literal_text(renderer.template) and t not in plain]
+        if unreached:
+            notes.append(f"{' '.join(unreached)}: written by the template, and a stop in {eos_source}, so a stop too")
+        return _Stops((*stops, *unreached), from_folder, tuple(notes), True)
     written = [t for t in eos if t in renderer.template or t in plain]
     stops += [t for t in written if t not in stops]
     notes.append(
@@ -243,18 +274,23 @@ def template_tokens(
             renderings = [r.text for p in probe_list if (r := render_probe(renderer, p)).ok and r.text]
         declared = tuple(dict.fromkeys([*declared_controls, *(stops or ())]))
         controls = inferred_control_tokens(renderer, renderings, probe_list, declared)
+        markup = markup_fragments(renderer, controls)
         if stops is not None:
-            tokens = TemplateTokens(controls, stops, {}, DECLARED)
+            tokens = TemplateTokens(controls, stops, {}, DECLARED, markup_tokens=markup)
         else:
             eos, eos_source = generation_stops(tokenizer, generation_config)
             inferred = inferred_stops(renderer, controls, eos, eos_source)
             origin = f"{eos_source}, where the template writes it" if inferred.from_folder else INFERRED
-            tokens = TemplateTokens(controls, inferred.tokens, {}, origin, inferred.notes, inferred.turn_end)
+            tokens = TemplateTokens(
+                controls, inferred.tokens, {}, origin, inferred.notes, inferred.turn_end, markup_tokens=markup
+            )
+    final_controls = tuple(dict.fromkeys([*declared_controls, *(stops or ()), *tokens.control_tokens]))
     return TemplateTokens(
-        tuple(dict.fromkeys([*declared_controls, *(stops or ()), *tokens.control_tokens])),
+        final_controls,
         stops if stops is not None else tokens.stop_tokens,
         tokens.kwarg_defaults,
         DECLARED if stops is not None else tokens.origin,
         tokens.notes if stops is None else (),
         tokens.turn_end if stops is None else True,
+        tuple(t for t in tokens.markup_tokens if t not in final_controls),
     )

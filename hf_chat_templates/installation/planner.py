@@ -130,6 +130,7 @@ def _plan_tokens(
         reuse_reserved=reuse_reserved,
         keep={k for k in keep if k},
         origin=origin,
+        markup=subject.markup_tokens,
     )
     bos_dropped = None
     bos = token_content(config.get("bos_token"))

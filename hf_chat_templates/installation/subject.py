@@ -30,6 +30,7 @@ class InstallSubject:
     pad_tokens: tuple[str, ...] = ()
     tokens_from: str = ""
     notes: tuple[str, ...] = ()  # what token inference chose or could not decide, shown in the plan
+    markup_tokens: tuple[str, ...] = ()  # tool-call and reasoning tags, registered as plain added tokens
     family: str | None = None
     variant: str | None = None
     origins: dict[str, str] = field(default_factory=dict)  # template name -> file or family path, for messages
@@ -125,11 +126,12 @@ def from_templates(
         control_tokens=declared_controls,
         generation_config=generation_config,
     )
-    controls = list(found.control_tokens)
+    controls, markup = list(found.control_tokens), list(found.markup_tokens)
     for name, text in texts.items():
         if name != "default":  # a named template may write tokens the default does not (tool_use's tool blocks)
             other = template_tokens(tokenizer, text, stop_tokens=found.stop_tokens)
             controls += [t for t in other.control_tokens if t not in controls]
+            markup += [t for t in other.markup_tokens if t not in markup]
     if not found.stop_tokens:
         raise UsageError(
             f"{files['default']}: "
@@ -147,6 +149,7 @@ def from_templates(
         template_writes_bos=writes_bos(texts["default"]),
         tokens_from=found.origin,
         notes=found.notes,
+        markup_tokens=tuple(t for t in markup if t not in controls),
         origins={name: str(path) for name, path in files.items()},
         written=written,
     )

@@ -28,11 +28,14 @@ RESERVED_PATTERNS = tuple(
     )
 )
 CONTROL_FLAGS = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+# Markup the model writes inside its turns (tool-call tags): one id, but kept by decoding, so parsers see it.
+MARKUP_FLAGS = {**CONTROL_FLAGS, "special": False}
 
 
 @dataclass(frozen=True)
 class TokenChange:
-    """What registration did to one token. action: unchanged | made-special | added | renamed-reserved."""
+    """What registration did to one token. action: unchanged | made-special | added | renamed-reserved |
+    added-markup (a plain added token: one id, kept by decoding)."""
 
     token: str
     id: int
@@ -46,6 +49,11 @@ class TokenChange:
             return f"{self.token} = id {self.id}, made special (was {self.previous})"
         if self.action == "renamed-reserved":
             return f"{self.token} = id {self.id}, written over unused slot {self.previous}"
+        if self.action == "added-markup":
+            return (
+                f"{self.token} = id {self.id}, added as a plain token (tool-call markup: one id, kept by decoding; "
+                "--control-token makes it special)"
+            )
         return f"{self.token} = id {self.id}, added as a new special token"
 
 
@@ -147,10 +155,12 @@ def register_control_tokens(
     reuse_reserved: bool,
     keep: Iterable[str] = (),
     origin: str = "tokenizer.json",
+    markup: Iterable[str] = (),
 ) -> tuple[dict[str, Any], tuple[TokenChange, ...], list[str]]:
     """Return a registered copy of `tokenizer_json`, what happened to each token, and warnings.
 
-    `keep` names tokens that must not be written over (bos, eos, pad, unk)."""
+    `keep` names tokens that must not be written over (bos, eos, pad, unk). `markup` tokens not yet added are
+    added as plain tokens (one id, not special), after the control tokens."""
     data = copy.deepcopy(tokenizer_json)
     vocab = Vocabulary(data, origin)
     keep = set(keep)
@@ -195,6 +205,16 @@ def register_control_tokens(
         vocab.added[token] = new
         changes.append(TokenChange(token, next_id, "added"))
         next_id += 1
+    for token in dict.fromkeys(markup):
+        if token in vocab.added or token in wanted:
+            continue
+        piece = vocab.model_ids.get(token)
+        token_id = next_id if piece is None else int(piece)
+        new = {"id": token_id, "content": token, **MARKUP_FLAGS}
+        added_list.append(new)
+        vocab.added[token] = new
+        changes.append(TokenChange(token, token_id, "added-markup"))
+        next_id += piece is None
     added_list.sort(key=lambda e: e["id"])
     return data, tuple(changes), warnings
 

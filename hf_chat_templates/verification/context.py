@@ -163,6 +163,11 @@ class VerifyContext:
         return inferred_control_tokens(self.renderer, texts, self.probes, self.tokens.control_tokens)
 
     @property
+    def markup_tokens(self) -> tuple[str, ...]:
+        """Tool-call and reasoning tags the template writes (`<tool_call>`): each must be one id, special or not."""
+        return tuple(t for t in self.tokens.markup_tokens if t not in self.control_tokens)
+
+    @property
     def stop_tokens(self) -> tuple[str, ...]:
         """Declared by the caller, else by the family; otherwise the token written after every answer (the
         folder's generation stops first), a tool-call turn's own, or the next turn's token the folder stops on."""

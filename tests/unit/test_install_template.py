@@ -52,14 +52,17 @@ def test_inferred_tokens_are_registered_and_the_plan_says_so(
     plan = json.loads(stdout)
     assert code == 0 and not out.exists() and plan["family"] is None
     assert plan["tokens_from"] == "inferred from the template's renderings"
-    assert [t["token"] for t in plan["tokens"]] == ["<|im_start|>", "<|im_end|>"]
+    assert [t["token"] for t in plan["tokens"]] == ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+    # Tool-call tags are markup: added as plain tokens, one id each, kept by decoding for the parsers that read them.
+    assert [t["action"] for t in plan["tokens"]][2:] == ["added-markup", "added-markup"]
     code, _, err = run(
         capsys, "install", "--tokenizer", str(toy_tokenizer), "--output", str(out), "--template", str(files["chatml"])
     )
     assert code == 0, err
     tok = AutoTokenizer.from_pretrained(str(out))
-    for token in ("<|im_start|>", "<|im_end|>"):
+    for token in ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"):
         assert len(tok.encode(token, add_special_tokens=False)) == 1
+    assert "<tool_call>" not in tok.all_special_tokens and "<|im_end|>" in tok.all_special_tokens
     assert tok.eos_token == "<|im_end|>" and tok.chat_template == GOOD
     assert (
         tok.convert_tokens_to_ids("<|im_end|>")

@@ -186,3 +186,72 @@ def test_prepare_says_what_inference_could_not_decide(tmp_path: Path, capsys: py
     code, out, err = run(capsys, "prepare", str(folder), "--conversations", str(data), "--output", str(tmp_path / "d"))
     assert code == 0, err
     assert "note: no token ends an assistant turn: the model is never trained to stop after its last turn" in out
+
+
+GEMMA4_LIKE = (
+    "{%- for m in messages -%}{{- '<|turn>' + ('model' if m.role == 'assistant' else m.role) + '\\n' -}}"
+    "{%- for c in m.tool_calls or [] -%}{{- '<|tool_call>' + c.function.name + '<tool_call|>' -}}{%- endfor -%}"
+    "{%- if m.role == 'tool' -%}{{- '<|tool_response>' + m.content + '<tool_response|>' -}}"
+    "{%- else -%}{{- m.content or '' -}}{%- endif -%}{{- '<turn|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}{%- endif -%}"
+)
+
+
+def test_tool_call_markup_is_installed_as_plain_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Tags written once per tool call (whatever their shape) are markup: install adds them as plain tokens, one
+    id each and kept by decoding; left in pieces, verify warns rather than fails."""
+    folder = folder_with(tmp_path, GEMMA4_LIKE, register=["<|turn>", "<turn|>"], eos=["<turn|>"])
+    ctx = tokens_of(folder)
+    markup = {"<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>"}
+    assert markup <= set(ctx.markup_tokens) and not markup & set(ctx.control_tokens)
+    result = next(r for r in run_checks(ctx, only=["control-tokens-atomic"]) if r.id == "control-tokens-atomic")
+    assert result.status == "warn" and "<|tool_call> is not one token" in result.message
+    template = tmp_path / "gemma4.jinja"
+    template.write_text(GEMMA4_LIKE, encoding="utf-8")
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "install", "--tokenizer", str(folder), "--template", str(template), "--output", str(out))
+    assert code == 0, err
+    tok = AutoTokenizer.from_pretrained(str(out))
+    for token in markup:
+        assert len(tok.encode(token, add_special_tokens=False)) == 1 and token not in tok.all_special_tokens
+    after = next(r for r in run_checks(tokens_of(out), only=["control-tokens-atomic"]))
+    assert after.status == "pass", after.message
+
+
+def test_a_registered_plain_token_the_turns_write_is_not_a_false_alarm(tmp_path: Path) -> None:
+    """GLM writes <think></think> in every turn and ships them as plain added tokens: one id each, so they pass;
+    a stop token shipped plain still fails (skip_special_tokens keeps it)."""
+    template = turns("<think></think>", "<｜end▁of▁sentence｜>")
+    tokens = ["<｜User｜>", "<｜Assistant｜>", "<｜System｜>", "<｜end▁of▁sentence｜>"]
+    folder = folder_with(tmp_path, template, register=[*tokens, "<think>", "</think>"])
+    tj = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    for entry in tj["added_tokens"]:
+        if entry["content"] in ("<think>", "</think>"):
+            entry["special"] = False
+    (folder / "tokenizer.json").write_bytes(dump_json(tj))
+    ctx = tokens_of(folder)
+    assert "<think>" in ctx.control_tokens
+    result = next(r for r in run_checks(ctx, only=["control-tokens-atomic"]))
+    assert result.status == "pass", result.message
+    for entry in tj["added_tokens"]:
+        if entry["content"] == "<｜end▁of▁sentence｜>":
+            entry["special"] = False
+    (folder / "tokenizer.json").write_bytes(dump_json(tj))
+    result = next(r for r in run_checks(tokens_of(folder), only=["control-tokens-atomic"]))
+    assert result.status == "fail" and "<｜end▁of▁sentence｜> is one id" in result.message
+
+
+LLAMA_LIKE = (
+    "{%- for m in messages -%}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n' + m.content -}}"
+    "{%- if m.role == 'assistant' and builtin_tools is defined -%}{{- '<|eom_id|>' -}}"
+    "{%- else -%}{{- '<|eot_id|>' -}}{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}{%- endif -%}"
+)
+
+
+def test_a_folder_stop_written_in_a_branch_no_probe_reaches_is_a_stop(tmp_path: Path) -> None:
+    """Llama's <|eom_id|> ends a turn only after a built-in tool call; generation_config lists it, so it is a stop."""
+    registered = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>"]
+    ctx = tokens_of(folder_with(tmp_path, LLAMA_LIKE, register=registered, eos=["<|eot_id|>", "<|eom_id|>"]))
+    assert ctx.stop_tokens == ("<|eot_id|>", "<|eom_id|>")
+    assert any("<|eom_id|>: written by the template" in n for n in ctx.tokens.notes)
