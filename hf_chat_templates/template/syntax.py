@@ -129,6 +129,7 @@ def has_generation_markers(template: str) -> bool:
     return GENERATION_TAG.search(template) is not None
 
 
+@lru_cache(maxsize=64)
 def template_literals(template: str) -> str:
     """Every string literal and raw text of the template, joined: where control tokens are written."""
     ast = parse_environment().parse(template)
