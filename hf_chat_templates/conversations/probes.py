@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,13 @@ class Probe:
     def ends_with_assistant(self) -> bool:
         return bool(self.messages) and self.messages[-1]["role"] == "assistant"
 
+    @property
+    def generation_points(self) -> tuple[int, ...]:
+        """Where an agent asks the model for its next turn: every k with messages[k] an assistant turn that follows
+        another message. The snapshot at k is messages[:k] rendered with add_generation_prompt=True, the request
+        an agent sends before the model writes messages[k]."""
+        return tuple(k for k in range(1, len(self.messages)) if self.messages[k]["role"] == "assistant")
+
 
 def weather_tool(name: str = "get_weather", description: str = "Get the weather for a city.") -> dict[str, Any]:
     return {
@@ -63,6 +71,24 @@ def weather_tool(name: str = "get_weather", description: str = "Get the weather 
     }
 
 
+# Tool-call id formats templates require. OpenAI's (`call_` and 24 letters and digits) is what serving stacks
+# generate; Mistral's templates refuse any id that is not 9 letters and digits.
+ID_FORMATS = ("openai", "mistral")
+_NINE_CHAR_IDS = re.compile(r"length\s*(?:!=|==)\s*9\b|length 9\b|9 alphanumeric", re.IGNORECASE)
+
+
+def id_format_for(template: str) -> str:
+    """The tool-call id format a template requires: mistral when it tests for 9-character ids, else openai."""
+    return "mistral" if _NINE_CHAR_IDS.search(template) else "openai"
+
+
+def call_id(tag: str, id_format: str = "openai") -> str:
+    """A tool-call id in `id_format` built around `tag` (letters and digits, unique within a probe)."""
+    if id_format == "mistral":
+        return (tag + "0" * 9)[:9] if len(tag) <= 9 else tag[-9:]
+    return "call_" + (tag + "0" * 24)[:24]
+
+
 def tool_call(
     name: str, arguments: dict[str, Any], *, as_string: bool = False, call_id: str = "call_1"
 ) -> dict[str, Any]:
@@ -77,8 +103,9 @@ def tool_call(
 class _Builder:
     """Collects messages and their sentinels while a probe is written."""
 
-    def __init__(self, probe_id: str) -> None:
+    def __init__(self, probe_id: str, id_format: str = "openai") -> None:
         self.probe_id = probe_id
+        self.id_format = id_format
         self.messages: list[dict[str, Any]] = []
         self.sentinels: list[Sentinel] = []
         self.counter = 0
@@ -86,6 +113,11 @@ class _Builder:
     def word(self, kind: str) -> str:
         self.counter += 1
         return f"qz{self.counter}{kind.replace('_', '')}"
+
+    def call_id(self) -> str:
+        """A fresh tool-call id in the builder's id format."""
+        self.counter += 1
+        return call_id(f"qz{self.counter}id", self.id_format)
 
     def add(
         self, role: str, text: str | None = None, *, kind: str = "content", capability: str | None = None, **extra: Any
@@ -108,20 +140,21 @@ def _tool_exchange(b: _Builder, *, as_string: bool, parallel: bool) -> list[dict
     tool_name = b.word("toolname")
     b.add("user", "What is the weather in Paris{}?")
     cities = [b.word("argument")] + ([b.word("argument")] if parallel else [])
-    calls = [tool_call(tool_name, {"city": c}, as_string=as_string, call_id=f"call_{i}") for i, c in enumerate(cities)]
+    ids = [b.call_id() for _ in cities]
+    calls = [tool_call(tool_name, {"city": c}, as_string=as_string, call_id=i) for i, c in zip(ids, cities)]
     index = len(b.messages)
     b.messages.append({"role": "assistant", "content": None, "tool_calls": calls})
     b.note(tool_name, "tool_name", index, "tool_calls")
     for i, city in enumerate(cities):
         capability = "tool_calls" if i == 0 else "parallel_calls"
         b.note(city, "argument", index, capability)
-    for i in range(len(cities)):
+    for id_ in ids:
         b.add(
             "tool",
             '{"temperature": 21, "note": "{}"}',
             kind="tool_result",
             capability="tool_results",
-            tool_call_id=f"call_{i}",
+            tool_call_id=id_,
             name=tool_name,
         )
     b.add("assistant", "It is sunny {}.")
@@ -150,68 +183,68 @@ def _done(
     )
 
 
-def _chat_probes(probes: list[Probe]) -> None:
+def _chat_probes(probes: list[Probe], fmt: str) -> None:
     """Plain turns: one exchange, a system message, several exchanges, a generation prompt, a prefill."""
-    b = _Builder("plain")
+    b = _Builder("plain", fmt)
     b.add("user", "Hello {}, how are you?")
     b.add("assistant", "I am fine {}, thank you.")
     _done(probes, b, "one user turn and one answer")
 
-    b = _Builder("system")
+    b = _Builder("system", fmt)
     b.add("system", "You are a terse assistant {}.", kind="system", capability="system")
     b.add("user", "Name a colour {}.")
     b.add("assistant", "Blue {}.")
     _done(probes, b, "a system message", requires=("system",))
 
-    b = _Builder("multi-turn")
+    b = _Builder("multi-turn", fmt)
     b.add("system", "Be brief {}.", kind="system", capability="system")
     for _ in range(3):
         b.add("user", "Question {}?")
         b.add("assistant", "Answer {}.")
     _done(probes, b, "three user/assistant exchanges")
 
-    b = _Builder("generation-prompt")
+    b = _Builder("generation-prompt", fmt)
     b.add("user", "Tell me a joke {}.")
     _done(probes, b, "a prompt for generation", add_generation_prompt=True)
 
-    b = _Builder("continue-final")
+    b = _Builder("continue-final", fmt)
     b.add("user", "Count to three {}.")
     b.add("assistant", "One, two{}")
     _done(probes, b, "prefill the answer", continue_final_message=True)
 
 
-def _tool_probes(probes: list[Probe]) -> None:
+def _tool_probes(probes: list[Probe], fmt: str) -> None:
     """Tools declared, OpenAI-format calls with dict and JSON-string arguments, parallel calls."""
-    b = _Builder("tools-declared")
+    b = _Builder("tools-declared", fmt)
     tool_name = b.word("toolschema")
     b.add("user", "Hi {}.")
     b.add("assistant", "Hello {}.")
     b.note(tool_name, "tool_schema", None, "tools")
     _done(probes, b, "tools declared, none called", tools=[weather_tool(tool_name)], requires=("tools",))
 
-    b = _Builder("tool-call")
+    b = _Builder("tool-call", fmt)
     tools = _tool_exchange(b, as_string=False, parallel=False)
     _done(probes, b, "an OpenAI-format tool call, arguments as a dict", tools=tools, requires=("tool_calls",))
 
-    b = _Builder("tool-call-json-arguments")
+    b = _Builder("tool-call-json-arguments", fmt)
     tools = _tool_exchange(b, as_string=True, parallel=False)
     _done(probes, b, "an OpenAI-format tool call, arguments as a JSON string", tools=tools, requires=("tool_calls",))
 
-    b = _Builder("parallel-tool-calls")
+    b = _Builder("parallel-tool-calls", fmt)
     tools = _tool_exchange(b, as_string=False, parallel=True)
     _done(probes, b, "two tool calls in one assistant turn, two results", tools=tools, requires=("tool_calls",))
 
 
-def _content_probes(probes: list[Probe]) -> None:
+def _content_probes(probes: list[Probe], fmt: str) -> None:
     """Content in its shapes: empty, parts, reasoning, scripts and emoji, whitespace, length."""
-    b = _Builder("empty-content")
+    b = _Builder("empty-content", fmt)
     b.add("user", "Say nothing {}.")
     b.messages.append({"role": "assistant", "content": ""})
     b.add("user", "Now say something {}.")
     b.add("assistant", "Something {}.")
     _done(probes, b, "an assistant turn with empty content")
 
-    b = _Builder("content-parts")
+    b = _Builder("content-parts", fmt)
     index = len(b.messages)
     first, second = b.word("part"), b.word("part")
     b.messages.append(
@@ -230,7 +263,7 @@ def _content_probes(probes: list[Probe]) -> None:
     b.add("assistant", "Both parts read {}.")
     _done(probes, b, "user content as a list of text parts", requires=("content_parts",))
 
-    b = _Builder("reasoning")
+    b = _Builder("reasoning", fmt)
     b.add("user", "What is 2+2 {}?")
     index = len(b.messages)
     thought, answer = b.word("reasoning"), b.word("content")
@@ -241,27 +274,28 @@ def _content_probes(probes: list[Probe]) -> None:
     b.note(answer, "content", index, None)
     _done(probes, b, "an answer with reasoning_content", requires=("reasoning",))
 
-    b = _Builder("unicode")
+    b = _Builder("unicode", fmt)
     b.add("user", "Привет, мир {}! 你好，世界。🦙🔥👩‍👩‍👧")
     b.add("assistant", "Здравствуйте {}! こんにちは 🌍")
     _done(probes, b, "Cyrillic, CJK and emoji")
 
-    b = _Builder("whitespace")
+    b = _Builder("whitespace", fmt)
     b.add("user", "  \n\nLeading and trailing {}  \n\n")
     b.add("assistant", "\n  Indented answer {}\n\n\tend  ")
     _done(probes, b, "leading/trailing whitespace and blank lines")
 
-    b = _Builder("long")
+    b = _Builder("long", fmt)
     b.add("user", ("A long message {}. " + "The quick brown fox jumps over the lazy dog. " * 120).strip())
     b.add("assistant", ("Summary {}: " + "a fox jumped. " * 60).strip())
     _done(probes, b, "a message of several thousand characters")
 
 
-def build_probes() -> tuple[Probe, ...]:
-    """The probe suite, built fresh (probes are data; callers may mutate their copies)."""
+def build_probes(id_format: str = "openai") -> tuple[Probe, ...]:
+    """The probe suite, built fresh (probes are data; callers may mutate their copies), with tool-call ids in
+    `id_format` (see ID_FORMATS)."""
     probes: list[Probe] = []
     for section in (_chat_probes, _tool_probes, _content_probes):
-        section(probes)
+        section(probes, id_format)
     return tuple(probes)
 
 

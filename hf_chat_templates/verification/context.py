@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..conversations.probes import CAPABILITIES, Probe, build_probes
+from ..conversations.probes import CAPABILITIES, Probe, build_probes, id_format_for
 from ..families.registry import Variant
 from ..families.tokens import TemplateTokens, inferred_control_tokens, template_tokens
 from ..template.rendering import Rendered, Renderer
@@ -70,11 +70,15 @@ class VerifyContext:
         stop_tokens: Iterable[str] | None = None,
         control_tokens: Iterable[str] | None = None,
         tool_template: str | None = None,
+        training: bool = False,
+        sanitize: bool = False,
     ) -> None:
         """`stop_tokens` and `control_tokens` are the caller's declarations: declared stops replace the family's or
         inferred ones; declared control tokens come first, before the family's and the inferred ones.
         `tool_template` is the folder's named `tool_use` template: probes with tools are rendered with it, as
-        transformers renders a conversation given tools."""
+        transformers renders a conversation given tools. `training`: the template will be trained on, so data it
+        never reads is lost (a failure, not a warning). `sanitize`: the caller renders untrusted content with
+        sanitize_control_tokens=True, so content that still becomes a control token is a failure."""
         self.tokenizer = tokenizer
         self.declared_stops = tuple(stop_tokens) if stop_tokens is not None else None
         self.declared_controls = tuple(control_tokens or ())
@@ -84,7 +88,11 @@ class VerifyContext:
         self.kwargs = dict(kwargs if kwargs is not None else (variant.kwarg_defaults if variant else {}))
         self.tool_template = tool_template
         self.renderer = Renderer(tokenizer, template, self.kwargs, tool_template=tool_template)
-        self.probes = tuple(probes if probes is not None else build_probes())
+        self.training = training
+        self.sanitize = sanitize
+        self.id_format = id_format_for(template + (tool_template or ""))
+        self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
+        self._snapshots: dict[tuple[str, int], Rendered] = {}
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
 
@@ -100,6 +108,15 @@ class VerifyContext:
     @cached_property
     def rendered(self) -> dict[str, Rendered]:
         return {p.id: self.render(p) for p in self.probes}
+
+    def snapshot(self, probe: Probe, k: int) -> Rendered:
+        """What an agent sends before the model writes message k: messages[:k] with a generation prompt."""
+        key = (probe.id, k)
+        if key not in self._snapshots:
+            self._snapshots[key] = self.renderer.render(
+                probe.message_list()[:k], probe.tool_list(), add_generation_prompt=True
+            )
+        return self._snapshots[key]
 
     def probe(self, probe_id: str) -> Probe:
         return next(p for p in self.probes if p.id == probe_id)

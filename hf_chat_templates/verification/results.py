@@ -8,7 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-STATUSES = ("pass", "fail", "warn", "skip")
+STATUSES = ("pass", "fail", "warn", "info", "skip")
+# How bad a finding is: an error mistrains or misserves the model, a warning is a risk, info is for the record.
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_OF = {"fail": "error", "warn": "warning", "info": "info"}
+STATUS_OF = {severity: status for status, severity in SEVERITY_OF.items()}
+# Where a finding's fix lies: the template, the conversion of input before rendering, the tokenizer's files, or an
+# engine other than transformers.
+CAUSES = ("template", "input normalization", "tokenizer config", "engine")
 # What to do when no token is known to end a turn (a template no family declares, whose turns end with no token).
 STOP_TOKEN_HINT = (
     "declare it: --stop-token TOKEN on the command line, stop_tokens=[...] from Python, or stop_tokens in a family.toml"
@@ -25,11 +32,19 @@ class CheckResult:
     probe: str | None = None
     detail: dict[str, Any] = field(default_factory=dict, hash=False)
     hint: str | None = None
+    cause: str | None = None  # one of CAUSES, for a result that is not a pass or a skip
+
+    @property
+    def severity(self) -> str | None:
+        """error (fail), warning (warn), info; None for a pass or a skip."""
+        return SEVERITY_OF.get(self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "status": self.status,
+            "severity": self.severity,
+            "cause": self.cause,
             "probe": self.probe,
             "message": self.message,
             "detail": self.detail,
@@ -52,15 +67,23 @@ class VerificationReport:
 
     @property
     def summary(self) -> dict[str, int]:
-        counts = {"passed": 0, "failed": 0, "warned": 0, "skipped": 0}
-        names = {"pass": "passed", "fail": "failed", "warn": "warned", "skip": "skipped"}
+        counts = {"passed": 0, "failed": 0, "warned": 0, "info": 0, "skipped": 0}
+        names = {"pass": "passed", "fail": "failed", "warn": "warned", "info": "info", "skip": "skipped"}
         for check in self.checks:
             counts[names[check.status]] += 1
         return counts
 
     @property
     def ok(self) -> bool:
-        return not any(c.status == "fail" for c in self.checks)
+        """No error: nothing mistrains or misserves the model."""
+        return self.passes("error")
+
+    def passes(self, fail_on: str = "error") -> bool:
+        """Whether no finding is as severe as `fail_on` (error, or warning: errors and warnings)."""
+        if fail_on not in ("error", "warning"):
+            raise ValueError(f"fail_on is 'error' or 'warning', not {fail_on!r}")
+        worst = ("error",) if fail_on == "error" else ("error", "warning")
+        return not any(c.severity in worst for c in self.checks)
 
     def check(self, check_id: str) -> CheckResult:
         return next(c for c in self.checks if c.id == check_id)
@@ -172,22 +195,43 @@ def first_difference(a: str | list[Any], b: str | list[Any]) -> int:
 
 @dataclass
 class Finding:
-    """One place where a check fails, before it becomes a CheckResult."""
+    """One place where a check fails, before it becomes a CheckResult. `severity` (error, warning, info) defaults
+    to the check's; `cause` (one of CAUSES) to the check's too; `hint` replaces the check's fix for this finding."""
 
     probe: str | None
     text: str
     detail: dict[str, Any] = field(default_factory=dict)
+    severity: str | None = None
+    cause: str | None = None
+    hint: str | None = None
 
 
-def verdict(check_id: str, findings: list[Finding], passed: str, hint: str, *, status: str = "fail") -> CheckResult:
-    """Turn findings into a result: the first is the message, the first few go in the detail."""
+def verdict(
+    check_id: str,
+    findings: list[Finding],
+    passed: str,
+    hint: str,
+    *,
+    status: str = "fail",
+    cause: str | None = None,
+) -> CheckResult:
+    """Turn findings into a result: the most severe first is the message, the first few go in the detail. The
+    result's status is the most severe finding's (`status` is the severity of findings that do not say)."""
     if not findings:
         return CheckResult(check_id, "pass", passed)
-    first = findings[0]
+    default = SEVERITY_OF[status]
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    ordered = sorted(findings, key=lambda f: rank[f.severity or default])
+    first = ordered[0]
+    severity = first.severity or default
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
     detail = {
         **first.detail,
         "failures": len(findings),
-        "examples": [{"probe": f.probe, "message": f.text, **f.detail} for f in findings[:5]],
+        "examples": [
+            {"probe": f.probe, "message": f.text, "severity": f.severity or default, **f.detail} for f in ordered[:5]
+        ],
     }
-    return CheckResult(check_id, status, first.text + more, first.probe, detail, hint)
+    return CheckResult(
+        check_id, STATUS_OF[severity], first.text + more, first.probe, detail, first.hint or hint, first.cause or cause
+    )

@@ -9,6 +9,7 @@ runs the checks in order, and turns a check that crashes into a failing result, 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import tempfile
 from collections.abc import Iterable
@@ -23,7 +24,7 @@ from ..installation.apply import install
 from ..template.rendering import named_template
 from ..tokenizer.base import base_tokenizer
 from ..tokenizer.folder import read_folder
-from .checks import CHECKS, check_ids
+from .checks import CHECK_CAUSES, CHECKS, check_ids
 from .context import VerifyContext
 from .results import CheckResult, VerificationReport
 
@@ -61,7 +62,10 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
     results = []
     for check_id in wanted:
         try:
-            results.append(checks[check_id](ctx))
+            result = checks[check_id](ctx)
+            if result.severity is not None and result.cause is None:
+                result = dataclasses.replace(result, cause=CHECK_CAUSES.get(check_id, "template"))
+            results.append(result)
         except Exception as err:  # a check that crashes is reported as failing, never hidden
             results.append(
                 CheckResult(
@@ -69,6 +73,7 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
                     "fail",
                     f"the check itself raised {type(err).__name__}: {err}",
                     hint="report this with the tokenizer and template",
+                    cause=CHECK_CAUSES.get(check_id, "template"),
                 )
             )
     return tuple(results)

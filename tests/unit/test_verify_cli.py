@@ -18,7 +18,7 @@ def test_verify_passing_folder_exits_0_with_json(capsys: pytest.CaptureFixture[s
     doc = json.loads(out)
     assert set(doc) >= {"source", "family", "variant", "tokenizer", "versions", "checks", "summary"}
     assert [c["id"] for c in doc["checks"]] == list(CHECK_ORDER)
-    assert set(doc["checks"][0]) == {"id", "status", "probe", "message", "detail", "hint"}
+    assert set(doc["checks"][0]) == {"id", "status", "severity", "cause", "probe", "message", "detail", "hint"}
     assert doc["summary"]["failed"] == 0
     # The baseline writes <tool_call> tags the toy tokenizer has in pieces: markup, so a warning, not a failure.
     warned = {c["id"] for c in doc["checks"] if c["status"] == "warn"}

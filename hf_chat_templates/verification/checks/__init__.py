@@ -34,6 +34,27 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("generation-config-consistent", folder.generation_config_consistent),
 )
 CHECK_ORDER = tuple(check_id for check_id, _ in CHECKS)
+# Where each check's findings are fixed, unless a finding says otherwise (see results.CAUSES).
+CHECK_CAUSES = {
+    "renders": "template",
+    "control-tokens-atomic": "tokenizer config",
+    "ids-match-string": "tokenizer config",
+    "no-double-bos": "tokenizer config",
+    "decode-roundtrip": "tokenizer config",
+    "nothing-dropped": "template",
+    "completion-matches-content": "template",
+    "assistant-mask": "template",
+    "prefix-stable": "template",
+    "boundary-merge": "tokenizer config",
+    "stop-token-registered": "tokenizer config",
+    "deterministic": "template",
+    "engine-parity": "engine",
+    "reference-parity": "template",
+    "injection": "input normalization",
+    "template-sources-agree": "tokenizer config",
+    "added-tokens-agree": "tokenizer config",
+    "generation-config-consistent": "tokenizer config",
+}
 
 # The checks that also run on every record of a dataset, under the same ids: each returns the failure's message.
 # `renders` is the rendering itself (a record that does not render is not checked further).
