@@ -25,6 +25,9 @@ class Sentinel:
     kind: str  # content | system | part | tool_name | argument | tool_result | reasoning | tool_schema
     message: int | None
     capability: str | None = None  # the capability that makes rendering it mandatory (None: always)
+    # Why a template may leave it out by design (reasoning of a turn before the last user message, which thinking
+    # models drop): its absence is reported, not failed. None: its absence is data loss.
+    may_drop: str | None = None
 
 
 @dataclass(frozen=True)
@@ -290,13 +293,12 @@ def _content_probes(probes: list[Probe], fmt: str) -> None:
     _done(probes, b, "a message of several thousand characters")
 
 
-def build_probes(id_format: str = "openai") -> tuple[Probe, ...]:
-    """The probe suite, built fresh (probes are data; callers may mutate their copies), with tool-call ids in
-    `id_format` (see ID_FORMATS)."""
+def core_probes(id_format: str = "openai") -> list[Probe]:
+    """The first probes: plain turns, tools, content shapes (the whole suite is `suite.build_probes`)."""
     probes: list[Probe] = []
     for section in (_chat_probes, _tool_probes, _content_probes):
         section(probes, id_format)
-    return tuple(probes)
+    return probes
 
 
 def injection_probe(control_tokens: list[str]) -> Probe:

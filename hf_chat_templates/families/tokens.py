@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conversations.probes import Probe, build_probes, tool_call, weather_tool
+from ..conversations.probes import Probe, tool_call, weather_tool
+from ..conversations.suite import build_probes
 from ..template.analysis import control_tokens_in, growing_fragments, literal_fragments, tokens_in_order
 from ..template.rendering import Rendered, Renderer
 from ..template.syntax import template_literals as literal_text

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..conversations.probes import CAPABILITIES, Probe, build_probes, id_format_for
+from ..conversations.probes import CAPABILITIES, Probe, id_format_for
+from ..conversations.suite import build_probes
 from ..families.registry import Variant
 from ..families.tokens import TemplateTokens, inferred_control_tokens, template_tokens
 from ..template.rendering import Rendered, Renderer

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..conversations.probes import build_probes
+from ..conversations.suite import build_probes
 from ..families.registry import Variant
 from ..template.rendering import Renderer, frozen_clock
 

@@ -9,7 +9,7 @@ import jinja2
 import pytest
 
 from hf_chat_templates import get_family, list_families, verify
-from hf_chat_templates.conversations.probes import build_probes
+from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.verification.golden import golden_path, golden_renderings
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates.conversations.probes import build_probes
+from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.verification.context import VerifyContext
 from hf_chat_templates.verification.runner import run_checks
 

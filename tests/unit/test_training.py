@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hf_chat_templates import get_family, list_families
-from hf_chat_templates.conversations.probes import build_probes
+from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.template.engines import render_minijinja
 from hf_chat_templates.template.spans import Span, assistant_spans, token_mask
 from hf_chat_templates.template.training_variant import derive_training_template, export_without_markers

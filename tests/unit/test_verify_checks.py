@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hf_chat_templates.conversations.probes import Probe, build_probes
+from hf_chat_templates.conversations.probes import Probe
+from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.tokenizer.folder import dump_json
 from hf_chat_templates.verification.runner import run_checks
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult
-from . import content, folder, portability, tokens, training
+from . import content, fidelity, folder, portability, stability, tokens, training
 
 Check = Callable[[VerifyContext], CheckResult]
 RecordCheck = Callable[[RecordContext], "str | None"]
@@ -20,9 +20,10 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("no-double-bos", tokens.no_double_bos),
     ("decode-roundtrip", tokens.decode_roundtrip),
     ("nothing-dropped", content.nothing_dropped),
+    ("values-faithful", fidelity.values_faithful),
     ("completion-matches-content", content.completion_matches_content),
     ("assistant-mask", training.assistant_mask),
-    ("prefix-stable", content.prefix_stable),
+    ("prefix-stable", stability.prefix_stable),
     ("boundary-merge", tokens.boundary_merge),
     ("stop-token-registered", tokens.stop_token_registered),
     ("deterministic", portability.deterministic),
@@ -42,6 +43,7 @@ CHECK_CAUSES = {
     "no-double-bos": "tokenizer config",
     "decode-roundtrip": "tokenizer config",
     "nothing-dropped": "template",
+    "values-faithful": "template",
     "completion-matches-content": "template",
     "assistant-mask": "template",
     "prefix-stable": "template",

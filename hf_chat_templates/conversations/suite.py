@@ -1,0 +1,15 @@
+"""The probe suite `verify` renders: the core probes (plain turns, tools, content shapes), the agent scenarios (each
+a series of requests an agent sends, and the conversation trained on), and the probes whose values a template could
+escape or encode again."""
+
+from __future__ import annotations
+
+from .fidelity import fidelity_probes
+from .probes import Probe, core_probes
+from .scenarios import scenario_probes
+
+
+def build_probes(id_format: str = "openai") -> tuple[Probe, ...]:
+    """The probe suite, built fresh (probes are data; callers may mutate their copies), with tool-call ids in
+    `id_format` (see probes.ID_FORMATS)."""
+    return tuple([*core_probes(id_format), *scenario_probes(id_format), *fidelity_probes(id_format)])
