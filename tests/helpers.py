@@ -136,11 +136,14 @@ def chatml_folder(
     return folder
 
 
-def context(folder: Path, template: str = GOOD, probes: tuple[Probe, ...] | None = None) -> VerifyContext:
+def context(
+    folder: Path, template: str = GOOD, probes: tuple[Probe, ...] | None = None, **options: Any
+) -> VerifyContext:
+    """A VerifyContext on the folder's tokenizer; `options` are VerifyContext's (training, sanitize, ...)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    return VerifyContext(tokenizer, template, folder=read_folder(folder), probes=probes)
+    return VerifyContext(tokenizer, template, folder=read_folder(folder), probes=probes, **options)
 
 
 def check(ctx: VerifyContext, check_id: str) -> CheckResult:

@@ -22,6 +22,23 @@ from .app import cli, declaration_options, emit_json, families_option, hub_optio
     help='Also check every record of a JSONL file of {"messages": [...], "tools": [...]}.',
 )
 @click.option("--only", default=None, help="Comma-separated check ids to run.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 on errors (findings that mistrain or misserve the model), or on warnings too.",
+)
+@click.option(
+    "--training",
+    is_flag=True,
+    help="The template will be trained on: data it never reads (tools, reasoning, ...) is an error, not a warning.",
+)
+@click.option(
+    "--sanitize",
+    is_flag=True,
+    help="Content is rendered with sanitize_control_tokens=True: content that still forges a control token fails.",
+)
 @click.option("--workers", type=int, default=None, help="Worker processes for --conversations.")
 @click.option(
     "--all",
@@ -48,6 +65,9 @@ def verify_command(
     template_file: Path | None,
     conversations: Path | None,
     only: str | None,
+    fail_on: str,
+    training: bool,
+    sanitize: bool,
     workers: int | None,
     all_families: bool,
     revision: str | None,
@@ -58,11 +78,11 @@ def verify_command(
     html_out: Path | None,
     as_json: bool,
 ) -> None:
-    """Run the named checks on a tokenizer and template. Exit 1 when a check fails."""
+    """Run the named checks on a tokenizer and template. Exit 1 when a check finds an error (or, with
+    --fail-on warning, a warning)."""
     from ..conversations.records import parse_kwargs
     from ..errors import UsageError
     from ..verification.runner import verify_with_context
-    from ..view.report import format_report
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
     if all_families:
@@ -88,6 +108,8 @@ def verify_command(
         kwargs=kwargs,
         stop_tokens=stop_tokens or None,
         control_tokens=control_tokens or None,
+        training=training,
+        sanitize=sanitize,
     )
     if html_out is not None:
         _write_html(html_out, [(report, ctx)])
@@ -107,6 +129,14 @@ def verify_command(
             token=token,
             progress=not as_json,
         )
+    _print_report(report, dataset, as_json)
+    failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
+    sys.exit(1 if failed else 0)
+
+
+def _print_report(report: Any, dataset: Any, as_json: bool) -> None:
+    from ..view.report import format_report
+
     if as_json:
         doc = report.to_dict()
         if dataset is not None:
@@ -116,8 +146,6 @@ def verify_command(
         click.echo(format_report(report))
         if dataset is not None:
             click.echo(dataset.describe())
-    failed = not report.ok or (dataset is not None and not dataset.ok)
-    sys.exit(1 if failed else 0)
 
 
 def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool) -> None:

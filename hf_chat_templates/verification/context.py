@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..conversations.probes import CAPABILITIES, Probe, id_format_for
+from ..conversations.probes import CAPABILITIES, Probe, Sentinel, id_format_for
 from ..conversations.suite import build_probes
 from ..families.registry import Variant
 from ..families.tokens import TemplateTokens, inferred_control_tokens, template_tokens
@@ -20,7 +20,7 @@ from .results import Finding, around, first_difference, visible
 
 # Two moments far apart: a rendering that differs between them reads the clock.
 CLOCKS = (dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2031, 12, 30, 23, 58, 59))
-_KIND_CAPABILITY = {"part": "content_parts"}
+KIND_CAPABILITY = {"part": "content_parts"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,15 @@ class RecordContext:
                 if isinstance(fn.get("name"), str):
                     found.append((i, fn["name"]))
         return found
+
+
+def _shows(probe: Probe, s: Sentinel, text: str) -> bool:
+    """Whether `text` shows the sentinel as what it stands for. A tool-call name counts only where it occurs more
+    often than the tool definitions name it: a template that lists tools and drops the calls shows it once."""
+    if s.kind != "tool_name":
+        return s.text in text
+    definitions = sum(1 for tool in probe.tools or () if s.text in str(tool))
+    return text.count(s.text) > definitions
 
 
 class VerifyContext:
@@ -124,21 +133,29 @@ class VerifyContext:
 
     @cached_property
     def capabilities(self) -> dict[str, str]:
-        """yes / no / error, per capability, from whether its sentinels survive rendering."""
+        """yes / no / error, per capability: yes when its sentinels survive some rendering, a probe's training
+        rendering or, failing those, the request an agent sends at one of its generation points (a template that
+        writes the system prompt only before a generation prompt reads it: dropping it elsewhere is data loss)."""
         found: dict[str, str] = {}
         for capability in CAPABILITIES:
             outcomes = []
             for p in self.probes:
-                sentinels = [s for s in p.sentinels if (s.capability or _KIND_CAPABILITY.get(s.kind)) == capability]
+                sentinels = [
+                    s
+                    for s in p.sentinels
+                    if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability
+                ]
                 if not sentinels:
                     continue
                 r = self.rendered[p.id]
                 if not r.ok:
                     outcomes.append(f"error in probe {p.id}: {r.error}")
-                elif any(s.text in (r.text or "") for s in sentinels):
+                elif any(_shows(p, s, r.text or "") for s in sentinels):
                     outcomes.append("yes")
                 else:
                     outcomes.append("no")
+            if "yes" not in outcomes and self._read_in_requests(capability):
+                outcomes.append("yes")
             found[capability] = (
                 "yes"
                 if "yes" in outcomes
@@ -147,6 +164,23 @@ class VerifyContext:
                 else "untested"
             )
         return found
+
+    def _read_in_requests(self, capability: str) -> bool:
+        """Whether a request an agent sends (a probe's prefix with a generation prompt) shows the capability."""
+        for p in self.probes:
+            for k in p.generation_points:
+                sentinels = [
+                    s
+                    for s in p.sentinels
+                    if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability
+                    and (s.message is None or s.message < k)
+                ]
+                if not sentinels:
+                    continue
+                r = self.snapshot(p, k)
+                if r.ok and any(_shows(p, s, r.text or "") for s in sentinels):
+                    return True
+        return False
 
     def applicable(self, probe: Probe) -> bool:
         return all(self.capabilities.get(c) == "yes" for c in probe.requires)

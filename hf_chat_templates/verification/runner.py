@@ -91,11 +91,16 @@ def verify(
     token: str | None = None,
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
+    training: bool = False,
+    sanitize: bool = False,
 ) -> VerificationReport:
     """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file.
 
     `stop_tokens` declares the tokens that end an assistant turn (they replace the family's or inferred ones);
-    `control_tokens` declares control tokens the template writes, checked with those found."""
+    `control_tokens` declares control tokens the template writes, checked with those found. `training`: data the
+    template never reads is an error, not a warning. `sanitize`: content is rendered with
+    sanitize_control_tokens=True, so content that still becomes a control token is an error.
+    `report.ok` is no error; `report.passes("warning")` no warning either."""
     return verify_with_context(
         source,
         family=family,
@@ -107,6 +112,8 @@ def verify(
         token=token,
         stop_tokens=stop_tokens,
         control_tokens=control_tokens,
+        training=training,
+        sanitize=sanitize,
     )[0]
 
 
@@ -146,6 +153,8 @@ def load_context(
     probes: Iterable[Probe] | None = None,
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
+    training: bool = False,
+    sanitize: bool = False,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file."""
     from transformers import AutoTokenizer
@@ -173,6 +182,8 @@ def load_context(
         probes=probes,
         stop_tokens=stop_tokens,
         control_tokens=control_tokens,
+        training=training,
+        sanitize=sanitize,
     )
     return ctx, choice.family, choice.variant, choice.path
 

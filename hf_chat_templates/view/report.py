@@ -15,7 +15,7 @@ from ..verification.results import CheckResult, VerificationReport
 from .page import aligned_html, html_page, to_html
 from .tokens import Aligned, context_view, diff_views, ids_view, token_view
 
-MARKS = {"pass": "ok", "fail": "FAIL", "warn": "warn", "skip": "-"}
+MARKS = {"pass": "ok", "fail": "FAIL", "warn": "warn", "info": "info", "skip": "-"}
 
 
 def format_report(report: VerificationReport) -> str:
@@ -30,9 +30,11 @@ def format_report(report: VerificationReport) -> str:
     for check in report.checks:
         lines.append(f"  {MARKS[check.status]:<4} {check.id:<27} {check.message}")
         if check.status in ("fail", "warn") and check.hint:
-            lines.append(f"       {'':<27} fix: {check.hint}")
+            lines.append(f"       {'':<27} fix ({check.cause}): {check.hint}")
     s = report.summary
-    lines.append(f"{s['passed']} passed, {s['failed']} failed, {s['warned']} warned, {s['skipped']} skipped")
+    lines.append(
+        f"{s['passed']} passed, {s['failed']} failed, {s['warned']} warned, {s['info']} info, {s['skipped']} skipped"
+    )
     return "\n".join(lines)
 
 
@@ -178,7 +180,7 @@ def verification_html(
             if found is None:
                 cells.append("<td></td>")
                 continue
-            mark = {"pass": "ok", "fail": "FAIL", "warn": "warn", "skip": "–"}[found.status]
+            mark = {**MARKS, "skip": "–"}[found.status]
             inner = f'<a href="#{anchor_for(report, check_id)}">{mark}</a>' if found.status == "fail" else mark
             cells.append(f'<td class="{found.status}" title="{html.escape(found.message)}">{inner}</td>')
         rows.append(f'<tr><td class="name">{html.escape(name)}</td>{"".join(cells)}</tr>')

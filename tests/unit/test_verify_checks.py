@@ -22,7 +22,10 @@ def test_baseline_passes_every_check(good: Path) -> None:
     results = {r.id: r for r in run_checks(ctx)}
     failing = {k: r.message for k, r in results.items() if r.status == "fail"}
     assert failing == {}
-    assert results["injection"].status == "warn"  # spelled control tokens become tokens unless sanitized
+    assert results["injection"].status == "info"  # spelled control tokens become tokens unless sanitized
+    # The baseline renders no reasoning: the data's reasoning is lost, a warning (an error with training=True)
+    assert results["nothing-dropped"].status == "warn"
+    assert "reasoning (reasoning_content) is never rendered" in results["nothing-dropped"].message
     assert ctx.stop_tokens == ("<|im_end|>",)
     assert ctx.capabilities["parallel_calls"] == "yes" and ctx.capabilities["reasoning"] == "no"
 
@@ -168,9 +171,9 @@ def test_engine_parity_fails_on_a_filter_minijinja_lacks(good: Path) -> None:
     assert "minijinja cannot render it" in result.message and "wordcount" in result.message
 
 
-def test_injection_warns_and_sanitizing_prevents_it(good: Path) -> None:
+def test_injection_is_info_and_sanitizing_prevents_it(good: Path) -> None:
     result = check(context(good), "injection")
-    assert result.status == "warn"
+    assert result.status == "info" and result.severity == "info"
     assert "user content spelling <|im_start|> <|im_end|> becomes 2 control token(s)" in result.message
     assert "apply_chat_template(..., sanitize_control_tokens=True) keeps them as text" in result.message
     assert result.detail["sanitize_prevents"] is True

@@ -3,10 +3,12 @@ ids extend the previous ones."""
 
 from __future__ import annotations
 
-from ...conversations.probes import Probe
+import re
+
+from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
-from ..context import RecordContext, VerifyContext
-from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict
+from ..context import KIND_CAPABILITY, RecordContext, VerifyContext
+from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
 
 _KIND_NAMES = {
     "content": "content",
@@ -74,24 +76,141 @@ def _explain_content_none(finding: Finding, effect: ContentNoneEffect | None) ->
         finding.detail["content_none_test"] = [t.expression for t in effect.tests]
 
 
+def _where(s: Sentinel) -> str:
+    return "the tool definitions" if s.message is None else f"message {s.message}"
+
+
 def _missing(ctx: VerifyContext, probe: Probe, text: str, kept: str | None) -> list[Finding]:
-    """The probe's sentinels missing from `text`: those the template reads, and those it renders when the None
-    contents are kept (`kept`), which only transformers' dropping of None hides."""
+    """The probe's sentinels missing from its training rendering `text`: those the template reads, and those it
+    renders when the None contents are kept (`kept`), which only transformers' dropping of None hides. A sentinel
+    the template may leave out by design (`may_drop`) is an info finding; any other is data loss."""
     findings = []
     for s in probe.sentinels:
         if s.text in text or not (_required(ctx, s.capability) or (kept is not None and s.text in kept)):
             continue
         if probe.continue_final_message and s.message == len(probe.messages) - 1:
             continue
-        where = "the tool definitions" if s.message is None else f"message {s.message}"
+        what = f"the {_KIND_NAMES[s.kind]} of {_where(s)} ({s.text!r})"
+        detail = {"message_index": s.message, "sentinel": s.text, "kind": s.kind}
+        if s.may_drop is not None:
+            findings.append(
+                Finding(probe.id, f"probe {probe.id}: {what} is not rendered: {s.may_drop}", detail, severity="info")
+            )
+            continue
+        findings.append(Finding(probe.id, f"probe {probe.id}: {what} is dropped{_context(ctx, probe, s)}", detail))
+    return findings
+
+
+def _context(ctx: VerifyContext, probe: Probe, s: Sentinel) -> str:
+    """Where else the template keeps what this probe's training rendering drops, and what the loss means."""
+    for k in probe.generation_points:
+        if s.message is not None and s.message >= k:
+            continue
+        snapshot = ctx.snapshot(probe, k)
+        if snapshot.ok and s.text in (snapshot.text or ""):
+            return (
+                f" when the conversation ends with an assistant turn, though the request before message {k} (with a "
+                f"generation prompt) keeps it: every training sample loses it"
+            )
+    capability = s.capability or KIND_CAPABILITY.get(s.kind)
+    if capability is not None and ctx.capabilities.get(capability) == "yes":
+        keeper = next((p for p in ctx.probes if p.id != probe.id and _keeps(ctx, p, capability)), None)
+        if keeper is not None:
+            return f" ({probe.description}), though probe {keeper.id} ({keeper.description}) renders it"
+    return f" ({probe.description})"
+
+
+def _keeps(ctx: VerifyContext, probe: Probe, capability: str) -> bool:
+    r = ctx.rendered[probe.id]
+    return r.ok and any(
+        s.text in (r.text or "")
+        for s in probe.sentinels
+        if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability and s.may_drop is None
+    )
+
+
+def _request_losses(ctx: VerifyContext, probe: Probe) -> list[Finding]:
+    """What an agent's requests drop: at each generation point, the sentinels of earlier messages (and the tool
+    definitions) the template reads, missing from the request the model answers."""
+    for k in probe.generation_points:
+        snapshot = ctx.snapshot(probe, k)
+        if not snapshot.ok:
+            continue
+        text = snapshot.text or ""
+        for s in probe.sentinels:
+            if s.may_drop is not None or (s.message is not None and s.message >= k) or s.text in text:
+                continue
+            if not _required(ctx, s.capability):
+                continue
+            if s.kind == "reasoning":
+                continue  # reasoning of past turns: what thinking models keep in a request is the template's design
+            return [
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {_where(s)} ({s.text!r}) is dropped from the "
+                    f"request before message {k} (what an agent sends for the model to answer): the model answers "
+                    f"without it",
+                    {"message_index": s.message, "sentinel": s.text, "kind": s.kind, "generation_point": k},
+                )
+            ]
+    return []
+
+
+# What a capability the template never reads loses, in words.
+_LOSSES = {
+    "system": "system prompts are never rendered: every sample's system prompt is lost",
+    "tools": "tool definitions are never rendered: the model never sees the tools it is given",
+    "tool_calls": "tool calls are never rendered: assistant turns that call tools train nothing of the call",
+    "tool_results": "tool results are never rendered: the model answers without what its tools returned",
+    "reasoning": "reasoning (reasoning_content) is never rendered: reasoning data trains nothing",
+}
+# A template that speaks of reasoning: thinking switches, reasoning fields, think tags it strips.
+_THINKING = re.compile(r"enable_thinking|reasoning_content|\bthinking\b|</think>|reasoning_mode|thought")
+
+
+def _never_read(ctx: VerifyContext) -> list[Finding]:
+    """Fields the probes carry that no rendering shows. Data loss whenever the data has them: a warning, a
+    failure when the template is trained on (`training`), and a failure when the template reads related fields
+    (tools without their calls, calls without their results) or is a thinking model's that drops reasoning."""
+    caps = ctx.capabilities
+    findings = []
+    for capability, loss in _LOSSES.items():
+        if caps.get(capability) != "no":
+            continue
+        probe = next((p for p in ctx.probes if any(_capability_of(s) == capability for s in p.sentinels)), None)
+        severity = "error" if ctx.training else "warning"
+        why = ""
+        if capability == "tool_calls" and caps.get("tools") == "yes":
+            severity, why = "error", " although the template renders the tool definitions"
+        elif capability == "tool_results" and caps.get("tool_calls") == "yes":
+            severity, why = "error", " although the template renders the tool calls they answer"
+        elif capability == "tool_calls" and caps.get("tool_results") == "yes":
+            severity, why = "error", " although the template renders their results"
+        elif capability == "reasoning" and _THINKING.search(ctx.template):
+            severity, why = "error", " although the template is a thinking model's (it speaks of thinking)"
         findings.append(
             Finding(
-                probe.id,
-                f"probe {probe.id}: the {_KIND_NAMES[s.kind]} of {where} ({s.text!r}) is missing from the rendering",
-                {"message_index": s.message, "sentinel": s.text, "kind": s.kind},
+                probe.id if probe else None,
+                f"{loss}{why}" + ("" if severity == "error" or ctx.training else " (with --training: a failure)"),
+                {"capability": capability},
+                severity=severity,
+                hint=_LOSS_FIXES[capability],
             )
         )
     return findings
+
+
+_LOSS_FIXES = {
+    "system": "render messages[0] when its role is system, in every conversation shape",
+    "tools": "render the tools list (transformers passes it as `tools`)",
+    "tool_calls": "render every message.tool_calls[i].function (name and arguments)",
+    "tool_results": "render messages with role tool (their content, and tool_call_id where the format has ids)",
+    "reasoning": "render message.reasoning_content (or message.thinking) of the assistant turn being trained",
+}
+
+
+def _capability_of(s: Sentinel) -> str | None:
+    return s.capability or KIND_CAPABILITY.get(s.kind)
 
 
 def nothing_dropped(ctx: VerifyContext) -> CheckResult:
@@ -105,12 +224,16 @@ def nothing_dropped(ctx: VerifyContext) -> CheckResult:
         if missing:
             _explain_content_none(missing[0], effect)
         findings += missing
+        if ctx.applicable(probe):
+            findings += _request_losses(ctx, probe)
+    findings += _never_read(ctx)
     return verdict(
         "nothing-dropped",
         findings,
         "every content string, part, tool call, argument, tool result and "
-        "reasoning the template reads is in the rendering",
-        "render every element of message.tool_calls and every text part, not only the first",
+        "reasoning the data carries is in the rendering",
+        "render every field in every conversation shape: the system prompt whatever the last message, content next "
+        "to tool_calls, every element of message.tool_calls, every text part, the last turn's reasoning",
     )
 
 
@@ -122,7 +245,7 @@ def _completion_probes(ctx: VerifyContext) -> list[Probe]:
             p.ends_with_assistant
             and not p.continue_final_message
             and isinstance(last.get("content"), str)
-            and last["content"] == last["content"].strip()
+            and last["content"].strip()
             and "tool_calls" not in last
             and "reasoning_content" not in last
             and p.messages[-2]["role"] != "assistant"
@@ -166,6 +289,8 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
         )
     tail = full[len(prompt) :]
     header = _generated_header(ctx, tail, answer)
+    if header is None and answer != answer.strip() and _generated_header(ctx, tail, answer.strip()) is not None:
+        return _trimmed(probe, index, answer, len(prompt) + tail.find(answer.strip()))
     if header is None:
         pos = first_difference(answer, tail)
         return Finding(
@@ -216,6 +341,21 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             {"message_index": index, "token_position": len(prompt_ids)},
         )
     return None
+
+
+def _trimmed(probe: Probe, index: int, answer: str, at: int) -> Finding:
+    """The template trims the content (`| trim`): the model is trained on other text than the data's."""
+    stripped = answer.strip()
+    lead, trail = answer[: answer.find(stripped)], answer[answer.find(stripped) + len(stripped) :]
+    lost = " and ".join(f"{side} {visible(ws)!r}" for side, ws in (("leading", lead), ("trailing", trail)) if ws)
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the trained completion is the content trimmed: its {lost} whitespace "
+        f"is not trained (the template trims content), so the model learns other text than the data says",
+        {"message_index": index, "char_position": at, "trimmed": [lead, trail]},
+        hint="write message content as given (drop `| trim`), or strip the dataset's content before training so the "
+        "data and the rendering agree",
+    )
 
 
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:

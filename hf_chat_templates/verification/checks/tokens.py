@@ -265,11 +265,32 @@ def injection(ctx: VerifyContext) -> CheckResult:
         prevented = False
     content_at = (r.text or "").find(messages[0]["content"])
     pos = content_at + messages[0]["content"].find(specials[0]) if content_at >= 0 else -1
+    where = f"message 0, char {pos}: {around(r.text or '', pos, ctx.control_tokens)}"
+    if ctx.sanitize:
+        if prevented:
+            return CheckResult(
+                "injection",
+                "pass",
+                "content that spells control tokens stays text with sanitize_control_tokens=True",
+                probe.id,
+                {"control_ids_found": found - expected, "sanitize_prevents": True},
+            )
+        return CheckResult(
+            "injection",
+            "fail",
+            f"probe {probe.id}: user content spelling {' '.join(specials)} becomes {found - expected} control "
+            f"token(s) even with sanitize_control_tokens=True ({where}): content can forge turns",
+            probe.id,
+            {"control_ids_found": found - expected, "sanitize_prevents": False},
+            "escape or drop control-token spellings in content before rendering",
+            "input normalization",
+        )
+    # What transformers does with any template: the content is the user's, and sanitizing it is the caller's choice.
     return CheckResult(
         "injection",
-        "warn",
+        "info",
         f"probe {probe.id}: user content spelling {' '.join(specials)} becomes {found - expected} control token(s) "
-        f"(message 0, char {pos}: {around(r.text or '', pos, ctx.control_tokens)})"
+        f"({where}), as apply_chat_template does for any template"
         + (
             "; apply_chat_template(..., sanitize_control_tokens=True) keeps them as text"
             if prevented

@@ -1,0 +1,135 @@
+"""No data loss hides behind "not read": a field the data carries and the model never sees is a finding, with the
+loss named in words and its context; what the template never reads is a warning, an error when trained on.
+
+Each broken template is GOOD (tests/helpers.py) changed the way a published template is shaped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hf_chat_templates.conversations.probes import _Builder, _done, tool_call, weather_tool
+
+from ..helpers import GOOD, check, context, run
+
+# Mistral Nemo's shape: the system prompt is written into the last user turn, only when that turn is the last message.
+SYSTEM_IN_LAST_USER = (
+    "{%- if messages[0].role == 'system' -%}{%- set system = messages[0].content -%}"
+    "{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set loop_messages = messages -%}{%- endif -%}"
+    "{%- for m in loop_messages -%}"
+    "{{- '<|im_start|>' + m.role + '\\n' -}}"
+    "{%- if m.role == 'user' and loop.last and system is defined -%}{{- system + '\\n\\n' -}}{%- endif -%}"
+    "{%- if m.content is string -%}{{- m.content -}}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+# Llama 3.x's shape: an assistant turn with tool calls writes the calls, never its content.
+CONTENT_OR_CALLS = GOOD.replace(
+    "{%- if m.content is string -%}{{- m.content -}}",
+    "{%- if m.tool_calls -%}{%- elif m.content is string -%}{{- m.content -}}",
+)
+# A SmolLM3 variant's shape: tools in the system prompt, assistant tool calls never written.
+NO_CALLS = GOOD.replace("{%- for c in m.tool_calls or [] -%}", "{%- for c in [] -%}")
+# A thinking model's template (enable_thinking) that writes no reasoning_content: reasoning data trains nothing.
+THINKING_WITHOUT_REASONING = (
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{- '<|im_start|>system\\n/no_think<|im_end|>\\n' -}}"
+    "{%- endif -%}" + GOOD
+)
+TRIMMED = GOOD.replace("{{- m.content -}}", "{{- m.content | trim -}}")
+
+
+def test_a_system_prompt_written_only_before_a_generation_prompt_is_lost_from_every_training_sample(
+    good: Path,
+) -> None:
+    ctx = context(good, SYSTEM_IN_LAST_USER)
+    assert ctx.capabilities["system"] == "yes"  # read: the request before the answer shows it
+    result = check(ctx, "nothing-dropped")
+    assert result.status == "fail" and result.severity == "error" and result.cause == "template"
+    assert "the system content of message 0" in result.message
+    assert "is dropped when the conversation ends with an assistant turn" in result.message
+    assert "every training sample loses it" in result.message
+    assert result.detail["message_index"] == 0 and result.detail["kind"] == "system"
+
+
+def _content_next_to_a_call() -> tuple:
+    b = _Builder("content-and-call")
+    b.add("user", "Weather in Paris {}?")
+    index = len(b.messages)
+    text, city = b.word("content"), b.word("argument")
+    b.messages.append(
+        {
+            "role": "assistant",
+            "content": f"Let me check {text}.",
+            "tool_calls": [tool_call("get_weather", {"city": city})],
+        }
+    )
+    b.note(text, "content", index, None)
+    b.note(city, "argument", index, "tool_calls")
+    b.add("tool", "Sunny {}.", kind="tool_result", capability="tool_results", tool_call_id="call_1")
+    b.add("assistant", "It is sunny {}.")
+    probes: list = []
+    _done(probes, b, "content next to a tool call", tools=[weather_tool()], requires=("tool_calls",))
+    return tuple(probes)
+
+
+def test_content_next_to_tool_calls_dropped_is_a_failure(good: Path) -> None:
+    probes = _content_next_to_a_call()
+    assert check(context(good, GOOD, probes), "nothing-dropped").status == "pass"
+    result = check(context(good, CONTENT_OR_CALLS, probes), "nothing-dropped")
+    assert result.status == "fail" and result.probe == "content-and-call"
+    assert "the content of message 1" in result.message and "is dropped" in result.message
+
+
+def test_tool_calls_dropped_by_a_template_that_shows_tools_fail(good: Path) -> None:
+    ctx = context(good, NO_CALLS)
+    assert ctx.capabilities["tools"] == "yes" and ctx.capabilities["tool_calls"] == "no"
+    result = check(ctx, "nothing-dropped")
+    assert result.status == "fail"
+    failing = [e["message"] for e in result.detail["examples"] if e["severity"] == "error"]
+    assert any(
+        "tool calls are never rendered" in m and "although the template renders the tool definitions" in m
+        for m in failing
+    )
+
+
+def test_data_a_template_never_reads_is_a_warning_and_an_error_when_trained_on(good: Path) -> None:
+    result = check(context(good), "nothing-dropped")
+    assert result.status == "warn" and result.severity == "warning"
+    assert "reasoning (reasoning_content) is never rendered: reasoning data trains nothing" in result.message
+    assert "(with --training: a failure)" in result.message
+    trained = check(context(good, training=True), "nothing-dropped")
+    assert trained.status == "fail" and "with --training" not in trained.message
+
+
+def test_a_thinking_models_template_that_drops_reasoning_fails(good: Path) -> None:
+    result = check(context(good, THINKING_WITHOUT_REASONING), "nothing-dropped")
+    assert result.status == "fail"
+    assert "reasoning data trains nothing although the template is a thinking model's" in result.message
+
+
+def test_trimmed_content_is_not_what_the_data_says(good: Path) -> None:
+    assert check(context(good), "completion-matches-content").status == "pass"
+    result = check(context(good, TRIMMED), "completion-matches-content")
+    assert result.status == "fail" and result.probe == "whitespace"
+    assert "the trained completion is the content trimmed" in result.message
+    assert "leading '\\\\n··Indented' " not in result.message  # the whitespace alone, made visible
+    assert "leading '\\\\n··'" in result.message and "trailing" in result.message
+    assert "drop `| trim`" in (result.hint or "")
+
+
+def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+    code, out, _ = run(capsys, "verify", str(good))
+    assert code == 0 and "warn nothing-dropped" in out and "info injection" in out
+    assert "fix (template): " in out
+    code, _, _ = run(capsys, "verify", str(good), "--fail-on", "warning")
+    assert code == 1
+    code, _, _ = run(capsys, "verify", str(good), "--training")
+    assert code == 1
+
+
+def test_injection_is_info_unless_sanitizing_is_asked_for(good: Path) -> None:
+    assert check(context(good), "injection").status == "info"
+    sanitized = check(context(good, sanitize=True), "injection")
+    assert sanitized.status == "pass" and "with sanitize_control_tokens=True" in sanitized.message
