@@ -8,6 +8,7 @@ tokenizer's `control-tokens-atomic` caught the unregistered tokens. The totals c
 
     python scripts/corpus_report.py                # on the real Llama 3 vocabulary
     python scripts/corpus_report.py --base toy     # on the toy tokenizer, in seconds
+    python scripts/corpus_report.py --show         # and the messages of every failure model.toml does not list
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def bare_verdict(name: str, folder: Path, specials: list[str], kwargs: dict | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", choices=["llama3", "toy"], default="llama3", help="base tokenizer (default: llama3)")
+    parser.add_argument(
+        "--show", action="store_true", help="print each unlisted failure's examples (the messages to judge)"
+    )
     args = parser.parse_args()
 
     from hf_chat_templates.verification.runner import verify_with_context
@@ -97,6 +101,11 @@ def main() -> None:
                 f"stops {'ok' if not missed_stops else 'miss ' + ' '.join(missed_stops)} "
                 f"(verify: {' '.join(ctx.stop_tokens) or 'none'}); bare control-tokens-atomic: {bare}"
             )
+            if args.show:
+                for check in report.checks:
+                    if check.id in false_alarms:
+                        for example in check.detail.get("examples", [{"message": check.message}]):
+                            print(f"    {check.id} [{example.get('severity', 'error')}]: {example['message']}")
     print(
         f"\nfailures on shipped folders: {totals['failures']} ({totals['known']} known)\n"
         f"false alarms: {totals['false']} over {totals['templates']} templates\n"

@@ -140,11 +140,7 @@ class VerifyContext:
         for capability in CAPABILITIES:
             outcomes = []
             for p in self.probes:
-                sentinels = [
-                    s
-                    for s in p.sentinels
-                    if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability
-                ]
+                sentinels = [s for s in p.sentinels if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability]
                 if not sentinels:
                     continue
                 r = self.rendered[p.id]
@@ -156,12 +152,9 @@ class VerifyContext:
                     outcomes.append("no")
             if "yes" not in outcomes and self._read_in_requests(capability):
                 outcomes.append("yes")
+            # A probe that renders and drops the capability outweighs probes that do not render at all.
             found[capability] = (
-                "yes"
-                if "yes" in outcomes
-                else next((o for o in outcomes if o != "no"), "no")
-                if outcomes
-                else "untested"
+                "yes" if "yes" in outcomes else "no" if "no" in outcomes else outcomes[0] if outcomes else "untested"
             )
         return found
 

@@ -50,7 +50,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if any(not isinstance(p, dict) or p.get("type", "text") != "text" for p in content):
+            raise Unsupported("content parts other than text")
+        return "".join(p.get("text", "") for p in content)
     raise Unsupported(f"content of type {type(content).__name__}")
 
 
@@ -155,11 +157,20 @@ def harmony_ids(probe: Probe, *, date: str, kwargs: dict[str, Any]) -> list[int]
                 ]
             )
         out.append(Message.from_role_and_content(Role.DEVELOPER, developer))
-    out += _harmony_turns(messages)
     encoding = harmony_encoding()
-    convo = Conversation.from_messages(out)
     if probe.ends_with_assistant:
-        return list(encoding.render_conversation_for_training(convo))
+        # Training keeps the trained turn's analysis, as the model's own template does; earlier analysis is dropped
+        # as Harmony drops it (before the conversation's first final message).
+        from openai_harmony import RenderConversationConfig
+
+        history, last = _harmony_turns(messages[:-1]), _harmony_turns(messages[-1:])
+        first_final = next((i for i, m in enumerate(history) if m.channel == "final"), len(history))
+        history = [m for i, m in enumerate(history) if not (m.channel == "analysis" and i < first_final)]
+        convo = Conversation.from_messages(out + history + last)
+        config = RenderConversationConfig(auto_drop_analysis=False)
+        return list(encoding.render_conversation_for_training(convo, config))
+    out += _harmony_turns(messages)
+    convo = Conversation.from_messages(out)
     if probe.add_generation_prompt:
         return list(encoding.render_conversation_for_completion(convo, Role.ASSISTANT))
     return list(encoding.render_conversation(convo))
@@ -201,6 +212,8 @@ def llama32_ids(probe: Probe, *, date: str, kwargs: dict[str, Any]) -> list[int]
     for m in messages:
         content = m.get("content")
         if isinstance(content, list):
+            if any(not isinstance(p, dict) or p.get("type", "text") != "text" for p in content):
+                raise Unsupported("content parts other than text (images need the model's vision tokens)")
             content = [RawTextItem(text=p["text"]) for p in content]
         elif content is None:
             content = ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hf_chat_templates.conversations.probes import core_probes
 from hf_chat_templates.verification.content_none import none_tests
 
 from ..helpers import check, context
@@ -76,7 +77,8 @@ def test_tool_calls_the_template_loses_to_the_missing_content_are_dropped(good: 
 
 
 def test_a_template_that_handles_a_missing_content_passes(good: Path) -> None:
-    ctx = context(good, FIXED)
+    # The core probes: the agent scenarios also show it drops content written next to tool calls (DeepSeek's shape)
+    ctx = context(good, FIXED, tuple(core_probes()))
     assert ctx.capabilities["tool_calls"] == "yes"
     dropped = check(ctx, "nothing-dropped")
     assert dropped.status != "fail" and "transformers drops None" not in dropped.message

@@ -114,9 +114,12 @@ def test_trimmed_content_is_not_what_the_data_says(good: Path) -> None:
     result = check(context(good, TRIMMED), "completion-matches-content")
     assert result.status == "fail" and result.probe == "whitespace"
     assert "the trained completion is the content trimmed" in result.message
-    assert "leading '\\\\n··Indented' " not in result.message  # the whitespace alone, made visible
-    assert "leading '\\\\n··'" in result.message and "trailing" in result.message
+    assert "its leading '\\n··' and trailing '··' whitespace is not trained" in result.message
     assert "drop `| trim`" in (result.hint or "")
+    # SmolLM3's shape: only the leading newlines stripped
+    lstripped = GOOD.replace("{{- m.content -}}", "{{- m.content.lstrip('\\n') -}}")
+    result = check(context(good, lstripped), "completion-matches-content")
+    assert result.status == "fail" and "its leading '\\n' whitespace is not trained" in result.message
 
 
 def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path) -> None:

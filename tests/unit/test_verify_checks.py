@@ -119,11 +119,11 @@ def test_completion_matches_content_fails_on_text_before_the_content(good: Path)
     assert result.status == "fail" and "is not the content" in result.message
 
 
-def test_prefix_stable_fails_when_earlier_turns_depend_on_later_ones(good: Path) -> None:
+def test_prefix_stable_warns_when_earlier_turns_depend_on_later_ones(good: Path) -> None:
     broken = "{{- 'Turns: ' + (messages | length | string) + '\\n' -}}" + GOOD
     result = check(context(good, broken), "prefix-stable")
-    assert result.status == "fail"
-    assert "the ids of the first 1 messages are not a prefix of the first 2" in result.message
+    assert result.status == "warn"
+    assert "renders differently once the conversation goes past it" in result.message
     assert result.detail["token_position"] >= 0
 
 

@@ -4,6 +4,7 @@ ids extend the previous ones."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
@@ -95,6 +96,19 @@ def _missing(ctx: VerifyContext, probe: Probe, text: str, kept: str | None) -> l
         if s.may_drop is not None:
             findings.append(
                 Finding(probe.id, f"probe {probe.id}: {what} is not rendered: {s.may_drop}", detail, severity="info")
+            )
+            continue
+        if s.kind == "reasoning" and s.message is not None and s.message < len(probe.messages) - 1:
+            # An earlier turn's reasoning, dropped once a later answer follows (Harmony's analysis drop): what each
+            # turn was generated from is rewritten, which prefix-stable reports; training per turn keeps it.
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: {what} is dropped once a later answer follows: training on the whole "
+                    f"conversation loses it; train one sample per turn to keep it",
+                    detail,
+                    severity="warning",
+                )
             )
             continue
         findings.append(Finding(probe.id, f"probe {probe.id}: {what} is dropped{_context(ctx, probe, s)}", detail))
@@ -268,6 +282,26 @@ def _generated_header(ctx: VerifyContext, tail: str, answer: str) -> str | None:
     return header if any(header.endswith(t) for t in ctx.control_tokens) else None
 
 
+def _prompt_not_prefix(
+    ctx: VerifyContext, probe: Probe, messages: list[dict[str, Any]], prompt: str, full: str
+) -> Finding:
+    """The generation prompt is not a prefix of the training rendering: an error when the prompt's end differs
+    from how the answer's turn opens, a warning when earlier turns change (a history rewrite, see prefix-stable)."""
+    index = len(messages) - 1
+    pos = first_difference(prompt, full)
+    history = ctx.renderer.render(messages[:-1], probe.tool_list())
+    rewritten = history.ok and pos < len(history.text or "")
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: the generation prompt is not a prefix of the "
+        f"training rendering at char {pos}: prompt {around(prompt, pos, ctx.control_tokens)} vs "
+        f"conversation {around(full, pos, ctx.control_tokens)}"
+        + ("; earlier turns render differently once the answer follows (see prefix-stable)" if rewritten else ""),
+        {"message_index": index, "char_position": pos},
+        severity="warning" if rewritten else None,
+    )
+
+
 def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     """Why the trained completion of the probe's last message is not exactly its content + the stop token."""
     messages = probe.message_list()
@@ -279,18 +313,12 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     prompt = prompt_r.text or ""
     index = len(messages) - 1
     if not full.startswith(prompt):
-        pos = first_difference(prompt, full)
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: the generation prompt is not a prefix of the "
-            f"training rendering at char {pos}: prompt {around(prompt, pos, ctx.control_tokens)} vs "
-            f"conversation {around(full, pos, ctx.control_tokens)}",
-            {"message_index": index, "char_position": pos},
-        )
+        return _prompt_not_prefix(ctx, probe, messages, prompt, full)
     tail = full[len(prompt) :]
     header = _generated_header(ctx, tail, answer)
-    if header is None and answer != answer.strip() and _generated_header(ctx, tail, answer.strip()) is not None:
-        return _trimmed(probe, index, answer, len(prompt) + tail.find(answer.strip()))
+    if header is None and (trimmed := _trimmed(ctx, probe, index, answer, tail)) is not None:
+        trimmed.detail["char_position"] += len(prompt)
+        return trimmed
     if header is None:
         pos = first_difference(answer, tail)
         return Finding(
@@ -323,12 +351,17 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     prompt_ids, full_ids = ctx.renderer.encode(prompt), ctx.renderer.encode(full)
     if full_ids[: len(prompt_ids)] != prompt_ids:
         i = first_difference(prompt_ids, full_ids)
+        own = header == "" and answer[:1].isspace()  # the data's leading whitespace, not the template's
         return Finding(
             probe.id,
             f"probe {probe.id}: the prompt's tokens are not a prefix of the "
             f"conversation's at token {i}: {ctx.pieces(prompt_ids[i : i + 2])} vs "
-            f"{ctx.pieces(full_ids[i : i + 2])} (the answer merges into the prompt)",
+            f"{ctx.pieces(full_ids[i : i + 2])} (the answer merges into the prompt"
+            + ("; it starts with whitespace, which the tokenizer joins to the prompt's last token)" if own else ")"),
             {"message_index": index, "token_position": i},
+            severity="warning" if own else None,
+            cause="input normalization" if own else None,
+            hint="strip leading whitespace from answers in the data" if own else None,
         )
     completion = full_ids[len(prompt_ids) :]
     stop_id = ctx.token_id(stop)
@@ -343,18 +376,33 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     return None
 
 
-def _trimmed(probe: Probe, index: int, answer: str, at: int) -> Finding:
-    """The template trims the content (`| trim`): the model is trained on other text than the data's."""
-    stripped = answer.strip()
-    lead, trail = answer[: answer.find(stripped)], answer[answer.find(stripped) + len(stripped) :]
-    lost = " and ".join(f"{side} {visible(ws)!r}" for side, ws in (("leading", lead), ("trailing", trail)) if ws)
+def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: str) -> Finding | None:
+    """When the template trims the content (`| trim`, `.lstrip('\\n')`): the model is trained on other text than
+    the data's. None when the rendering holds the content's text with all its whitespace, or not at all."""
+    core = answer.strip()
+    at = tail.find(core) if core else -1
+    if at < 0:
+        return None
+    lead, trail = answer[: answer.find(core)], answer[answer.find(core) + len(core) :]
+    kept_lead = next(lead[i:] for i in range(len(lead) + 1) if tail[:at].endswith(lead[i:]))
+    if _generated_header(ctx, tail[: at - len(kept_lead)] + answer, answer) is None:
+        return None
+    after = tail[at + len(core) :]
+    kept_trail = next(trail[:i] for i in range(len(trail), -1, -1) if after.startswith(trail[:i]))
+    lost = [
+        f"{side} '{visible(ws)}'"
+        for side, ws in (("leading", lead[: len(lead) - len(kept_lead)]), ("trailing", trail[len(kept_trail) :]))
+        if ws
+    ]
+    if not lost:
+        return None
     return Finding(
         probe.id,
-        f"probe {probe.id}: message {index}: the trained completion is the content trimmed: its {lost} whitespace "
-        f"is not trained (the template trims content), so the model learns other text than the data says",
-        {"message_index": index, "char_position": at, "trimmed": [lead, trail]},
-        hint="write message content as given (drop `| trim`), or strip the dataset's content before training so the "
-        "data and the rendering agree",
+        f"probe {probe.id}: message {index}: the trained completion is the content trimmed: its {' and '.join(lost)} "
+        f"whitespace is not trained (the template strips content), so the model learns other text than the data says",
+        {"message_index": index, "char_position": at, "lost": lost},
+        hint="write message content as given (drop `| trim`, `.strip()`), or strip the dataset's content before "
+        "training so the data and the rendering agree",
     )
 
 

@@ -1,11 +1,325 @@
 """What the model sees is what the data said: strings as their text, not escaped or encoded again; structured values
-as the format requires; tool results linked to their calls."""
+as the format requires; tool results linked to their calls.
+
+Every published way of getting this wrong renders without an error and keeps each sentinel, so `renders` and
+`nothing-dropped` pass: a string tool result written with `| tojson` (Llama 3.1), JSON-string arguments encoded
+again, text parts printed as a list, Python's `True`/`None` in JSON, a literal backslash-n, call ids rewritten at
+the call but not at its result (Kimi-K2). The `values-` probes carry each case; the literal backslash-n is looked
+for in every probe whose data has no backslash and no newline.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ...conversations.probes import Probe
 from ..context import VerifyContext
-from ..results import CheckResult
+from ..results import CheckResult, Finding, around, verdict
+
+_PREFIX = "values-"
+_STRUCTURE = re.compile(r"""["']type["']\s*:\s*["']text["']""")
+_FIELDS = {"system": "system content", "user": "content", "assistant": "content", "tool": "tool result"}
+
+HINT = (
+    "write strings as they are: `{{ message.content }}`, not `| tojson`; dict arguments with `| tojson`, string "
+    "arguments as given; text parts by their `text`; tool-call ids as given, at the call and at its result"
+)
+_HINT_STRING = (
+    "write strings as they are: `{{ message.content }}`, not `| tojson` (test `is string` before `is iterable`)"
+)
+_HINT_ARGUMENTS = (
+    "write dict arguments with `| tojson` and string arguments as given: "
+    "`arguments if arguments is string else arguments | tojson`"
+)
+_HINT_PARTS = "write each text part's `text`: `{% for p in message.content %}{{ p.text }}{% endfor %}`"
+_HINT_TYPED = "write arguments with `| tojson` (true, false, null), not by concatenating Python values"
+_HINT_NEWLINE = "write a newline: `'\\n'` in a template string literal, not `'\\\\n'`"
+_HINT_IDS = "write the call's `id` as given where the call is written, and the result's `tool_call_id` as given"
+
+
+def _short(value: str, width: int = 60) -> str:
+    return repr(value if len(value) <= width else value[: width - 1] + "…")
+
+
+def _encodings(value: str) -> list[tuple[str, str]]:
+    """(what the template did, the text it writes) for the ways a string is commonly written other than as text."""
+    ascii_json, raw_json = json.dumps(value), json.dumps(value, ensure_ascii=False)
+    return [
+        ("JSON-encoded again, as `| tojson` writes it", ascii_json),
+        ("JSON-encoded again, as `| tojson` writes it", raw_json),
+        ("escaped as inside a JSON string", ascii_json[1:-1]),
+        ("escaped as inside a JSON string", raw_json[1:-1]),
+        ("written as a Python repr", repr(value)),
+    ]
+
+
+def _strings(probe: Probe) -> Iterator[tuple[int, str, str]]:
+    """(message index, field, string) for every string content of a probe (text parts included)."""
+    for i, m in enumerate(probe.messages):
+        content = m.get("content")
+        field = _FIELDS.get(m["role"], "content")
+        if isinstance(content, str):
+            yield i, field, content
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    yield i, "text part", part["text"]
+
+
+def _calls(probe: Probe) -> Iterator[tuple[int, dict[str, Any]]]:
+    for i, m in enumerate(probe.messages):
+        for call in m.get("tool_calls") or []:
+            yield i, call
+
+
+def _arguments(call: dict[str, Any]) -> tuple[Any, bool]:
+    """A call's arguments as data, and whether the data gave them as a JSON string."""
+    arguments = call.get("function", call).get("arguments")
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments), True
+        except ValueError:
+            return None, True
+    return arguments, False
+
+
+def _sentinel_in(value: str, probe: Probe) -> str | None:
+    return next((s.text for s in probe.sentinels if s.text in value), None)
+
+
+class _Probe:
+    """One probe's rendering, and how its findings are worded."""
+
+    def __init__(self, ctx: VerifyContext, probe: Probe) -> None:
+        self.ctx = ctx
+        self.probe = probe
+        self.text = ctx.rendered[probe.id].text or ""
+
+    def at(self, pos: int) -> str:
+        return around(self.text, pos, self.ctx.control_tokens)
+
+    def finding(self, index: int | None, what: str, pos: int, hint: str, **detail: Any) -> Finding:
+        where = f"message {index}" if index is not None else "the rendering"
+        return Finding(
+            self.probe.id,
+            f"probe {self.probe.id}: {where}: {what}; the rendering has {self.at(pos)}",
+            {"message_index": index, "char_position": pos, **detail},
+            severity="error",
+            cause="template",
+            hint=hint,
+        )
+
+    def strings(self, tool_results: bool, parts_dumped: bool) -> list[Finding]:
+        """Each string content written as its text (text parts too, unless the list itself is written)."""
+        findings = []
+        for index, field, value in _strings(self.probe):
+            if (field == "tool result" and not tool_results) or (field == "text part" and parts_dumped):
+                continue
+            sentinel = _sentinel_in(value, self.probe)
+            if sentinel is None or sentinel not in self.text or value.strip() in self.text:
+                continue
+            how = next((how for how, written in _encodings(value.strip()) if written in self.text), "changed")
+            findings.append(
+                self.finding(
+                    index,
+                    f"the {field} is a string, {how}: the data says {_short(value)}",
+                    self.text.find(sentinel),
+                    _HINT_PARTS if field == "text part" else _HINT_STRING,
+                    field=field,
+                    value=value,
+                )
+            )
+        return findings
+
+    def parts(self) -> list[Finding]:
+        """Text parts written as their text, never as the list they came in."""
+        if not any(isinstance(m.get("content"), list) for m in self.probe.messages):
+            return []
+        match = _STRUCTURE.search(self.text)
+        if match is None:
+            return []
+        index = next(i for i, m in enumerate(self.probe.messages) if isinstance(m.get("content"), list))
+        return [
+            self.finding(
+                index,
+                "the content is a list of text parts, written as the list itself (JSON or Python repr), "
+                "not as the parts' text",
+                match.start(),
+                _HINT_PARTS,
+                field="content",
+            )
+        ]
+
+    def arguments(self) -> list[Finding]:
+        """Argument values written as JSON, call syntax or text, never encoded twice nor as Python literals in
+        JSON."""
+        findings = []
+        for index, call in _calls(self.probe):
+            arguments, as_string = _arguments(call)
+            if not isinstance(arguments, dict):
+                continue
+            given = call.get("function", call).get("arguments")
+            for key, value in arguments.items():
+                finding = self._argument(index, key, value, arguments, given if as_string else None)
+                if finding is not None:
+                    findings.append(finding)
+        return findings
+
+    def _argument(
+        self, index: int, key: str, value: Any, arguments: dict[str, Any], given: str | None
+    ) -> Finding | None:
+        field = f"argument {key!r}"
+        if isinstance(value, str):
+            twice = json.dumps(json.dumps(value))[1:-1]
+            pos = self.text.find(twice)
+            if pos < 0 and given is not None and (pos := self.text.find(json.dumps(given))) >= 0:
+                twice = json.dumps(given)
+            if pos >= 0:
+                said = f"arguments given as the JSON string {_short(given)}" if given is not None else "the data says"
+                return self.finding(
+                    index,
+                    f"the tool-call {field} is encoded twice ({said}, value {value!r}): written as {_short(twice)}",
+                    pos,
+                    _HINT_ARGUMENTS,
+                    field=field,
+                    value=value,
+                )
+            return None
+        if value is None or isinstance(value, bool):
+            match = self._python_literal(key, value, arguments)
+            if match is not None:
+                return self.finding(
+                    index,
+                    f"the tool-call {field} is {json.dumps(value)}, written as the Python literal "
+                    f"{match.group(0)!r} where the format writes JSON",
+                    match.start(),
+                    _HINT_TYPED,
+                    field=field,
+                    value=value,
+                )
+        repr_key = re.compile(rf"""'{re.escape(key)}'\s*:""").search(self.text)
+        if repr_key is not None:
+            return self.finding(
+                index,
+                f"the tool-call arguments are written as a Python dict repr ({repr_key.group(0)!r}), not as JSON "
+                "nor call syntax",
+                repr_key.start(),
+                _HINT_TYPED,
+                field=field,
+                value=value,
+            )
+        return None
+
+    def _python_literal(self, key: str, value: Any, arguments: dict[str, Any]) -> re.Match[str] | None:
+        """`"key": True` (or `"True"`) in JSON; `key:None` unquoted where another typed argument is written the JSON
+        way (`exact:true`), so the format is known to want JSON literals. Call syntax `key=None` is legitimate."""
+        literal = re.escape(str(value))
+        quoted = re.compile(rf"""["']{re.escape(key)}["']\s*:\s*(?:{literal}|["']{literal}["'])(?!\w)""")
+        if (match := quoted.search(self.text)) is not None:
+            return match
+        bare = re.compile(rf"""(?<![\w"'])({re.escape(key)})\s*:\s*{literal}(?!\w)""")
+        if (match := bare.search(self.text)) is None:
+            return None
+        others = [(k, v) for k, v in arguments.items() if k != key and (v is None or isinstance(v, bool))]
+        if any(re.search(rf"""(?<![\w"']){re.escape(k)}\s*:\s*{json.dumps(v)}(?!\w)""", self.text) for k, v in others):
+            return match
+        return None
+
+    def call_ids(self) -> list[Finding]:
+        """An id shown at a tool result is shown at its call too."""
+        findings = []
+        calls = {call.get("id"): i for i, call in _calls(self.probe) if isinstance(call.get("id"), str)}
+        for index, m in enumerate(self.probe.messages):
+            id_ = m.get("tool_call_id")
+            if m["role"] != "tool" or not isinstance(id_, str) or id_ not in self.text:
+                continue
+            call_index = calls.get(id_)
+            if call_index is not None:
+                upto = self.ctx.renderer.render(self.probe.message_list()[: call_index + 1], self.probe.tool_list())
+                if not upto.ok or id_ in (upto.text or ""):
+                    continue
+            at_call = f"at its call (message {call_index})" if call_index is not None else "at any call"
+            findings.append(
+                self.finding(
+                    index,
+                    f"the tool result refers to id {id_!r}, which the rendering never shows {at_call}",
+                    self.text.find(id_),
+                    _HINT_IDS,
+                    field="tool_call_id",
+                    value=id_,
+                )
+            )
+        return findings
+
+
+def _all_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _all_strings(k)
+            yield from _all_strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _all_strings(v)
+
+
+def _plain_data(probe: Probe) -> bool:
+    """No backslash and no newline anywhere in the data: any backslash-n in its rendering is the template's."""
+    return not any("\\" in s or "\n" in s for s in _all_strings([probe.messages, probe.tools]))
+
+
+def _literal_newlines(ctx: VerifyContext, probes: list[Probe]) -> list[Finding]:
+    """A backslash and an n written where a newline is meant; each place once, in the first probe."""
+    findings, seen = [], set()
+    for probe in probes:
+        view = _Probe(ctx, probe)
+        pos = view.text.find("\\n")
+        if pos < 0:
+            continue
+        excerpt = around(view.text, pos, ctx.control_tokens)
+        key = re.sub(r"qz\d+\w*", "", excerpt)
+        if key in seen:
+            continue
+        seen.add(key)
+        findings.append(
+            view.finding(
+                ctx.message_at(probe, pos),
+                "a backslash and an n (two characters) where the data has no backslash: a newline written as "
+                "'\\\\n' in the template",
+                pos,
+                _HINT_NEWLINE,
+            )
+        )
+    return findings
 
 
 def values_faithful(ctx: VerifyContext) -> CheckResult:
-    return CheckResult("values-faithful", "skip", "not written yet")
+    caps = ctx.capabilities
+    calls, results = caps.get("tool_calls") == "yes", caps.get("tool_results") == "yes"
+    rendered = [p for p in ctx.probes if ctx.rendered[p.id].ok and ctx.applicable(p)]
+    ours = [p for p in rendered if p.id.startswith(_PREFIX)]
+    if not ours:
+        return CheckResult("values-faithful", "skip", "no values- probe renders with what the template reads")
+    findings: list[Finding] = []
+    for probe in ours:
+        view = _Probe(ctx, probe)
+        parts = view.parts()
+        findings += parts + view.strings(tool_results=results, parts_dumped=bool(parts))
+        if calls:
+            findings += view.arguments()
+        if calls and results:
+            findings += view.call_ids()
+    plain = [p for p in rendered if _plain_data(p) and (calls or not any(_calls(p)))]
+    findings += _literal_newlines(ctx, plain)
+    return verdict(
+        "values-faithful",
+        findings,
+        f"strings are written as their text, arguments as JSON or call syntax, tool results by their call's id "
+        f"({len(ours)} probes, {len(plain)} checked for literal backslash-n)",
+        HINT,
+        cause="template",
+    )
