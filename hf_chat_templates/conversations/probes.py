@@ -40,6 +40,9 @@ class Probe:
     sentinels: tuple[Sentinel, ...] = ()
     requires: frozenset[str] = frozenset()  # capabilities the probe needs to be meaningful
     description: str = ""
+    # A shape serving stacks send as it is (`tool_calls: []`): a template that refuses it breaks requests, so its
+    # refusal is an error, not a limit the template states.
+    must_render: bool = False
 
     def message_list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list(self.messages))

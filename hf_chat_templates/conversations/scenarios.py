@@ -144,7 +144,7 @@ def _call_shape_probes(probes: list[Probe], fmt: str) -> None:
     b.add("assistant", "Hi there {}.", tool_calls=[])
     b.add("user", "How are you {}?")
     b.add("assistant", "Well {}.", tool_calls=[])
-    _done(probes, b, "answers with content and tool_calls: [], as serving stacks send them")
+    _done(probes, b, "answers with content and tool_calls: [], as serving stacks send them", must_render=True)
 
     b = _Builder("agent-empty-tool-calls-tools", fmt)
     tool_name = b.word("toolschema")
@@ -158,6 +158,7 @@ def _call_shape_probes(probes: list[Probe], fmt: str) -> None:
         "tools declared, an answer with tool_calls: []",
         tools=[weather_tool(tool_name)],
         requires=("tools",),
+        must_render=True,
     )
 
     b = _Builder("agent-call-empty-content", fmt)

@@ -29,24 +29,32 @@ def renders(ctx: VerifyContext) -> CheckResult:
         r = ctx.rendered[probe.id]
         if r.ok:
             continue
-        if r.refused:
-            refusals.append(
-                Finding(
-                    probe.id,
-                    f"probe {probe.id} ({probe.description}) is refused by the template's "
-                    f"raise_exception: {(r.error or '').split(': ', 1)[-1]}",
-                    {"error": r.error},
-                )
+        reason = (r.error or "").split(": ", 1)[-1]
+        if r.refused and probe.must_render and _renders_without_empty_calls(ctx, probe):
+            finding = Finding(
+                probe.id,
+                f"probe {probe.id} ({probe.description}) is refused by the template's raise_exception: "
+                f"{reason}; serving stacks send this shape as it is",
+                {"error": r.error},
+                hint="accept `tool_calls: []` as no tool calls: test `message.tool_calls` (empty is false), "
+                "not `'tool_calls' in message` or `is defined`",
             )
+            crashes.append(finding)
+        elif r.refused:
+            finding = Finding(
+                probe.id,
+                f"probe {probe.id} ({probe.description}) is refused by the template's raise_exception: {reason}",
+                {"error": r.error},
+            )
+            refusals.append(finding)
         else:
-            crashes.append(
-                Finding(
-                    probe.id,
-                    f"probe {probe.id} ({probe.description}) does not render in transformers' sandbox: {r.error}",
-                    {"error": r.error},
-                )
+            finding = Finding(
+                probe.id,
+                f"probe {probe.id} ({probe.description}) does not render in transformers' sandbox: {r.error}",
+                {"error": r.error},
             )
-        _explain_content_none((refusals if r.refused else crashes)[-1], content_none_effect(ctx, probe))
+            crashes.append(finding)
+        _explain_content_none(finding, content_none_effect(ctx, probe))
     hint = (
         "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
         "as dict or JSON string, content None, content as a list of parts"
@@ -60,6 +68,12 @@ def renders(ctx: VerifyContext) -> CheckResult:
         "the template explains what it does not accept; convert such inputs before rendering",
         status="warn",
     )
+
+
+def _renders_without_empty_calls(ctx: VerifyContext, probe: Probe) -> bool:
+    """Whether the probe renders once its `tool_calls: []` keys are gone: the empty list alone was refused."""
+    messages = [{k: v for k, v in m.items() if not (k == "tool_calls" and not v)} for m in probe.message_list()]
+    return ctx.renderer.render(messages, probe.tool_list()).ok
 
 
 def _required(ctx: VerifyContext, capability: str | None) -> bool:
