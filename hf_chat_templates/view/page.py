@@ -23,7 +23,7 @@ padding:10px 12px;margin:6px 0}
 table.matrix{border-collapse:collapse;font-family:system-ui,sans-serif;font-size:13px}
 .matrix th,.matrix td{border:1px solid #2c313c;padding:3px 8px;text-align:center}
 .matrix th.name,.matrix td.name{text-align:left}.pass{color:#50fa7b}.fail{color:#ff5555;font-weight:700}
-.warn{color:#f1fa8c}.skip{color:#6b7385}.matrix a{color:inherit}
+.warn{color:#f1fa8c}.info{color:#8be9fd}.skip{color:#6b7385}.matrix a{color:inherit}
 .side{display:grid;grid-template-columns:1fr 1fr;gap:12px}.msg{font-family:system-ui,sans-serif;font-size:13px}
 """
 
