@@ -7,6 +7,7 @@
     ├── TemplateError(ValueError)             a template does not parse (file, line)
     ├── TokenizerFolderError(OSError)         a tokenizer folder is missing, incomplete or corrupt
     ├── OutputExistsError(FileExistsError)    the output exists and is not empty, and force is not set
+    ├── OutputBusyError(OSError)              another process is writing the same output
     ├── MissingDependencyError(ImportError)   an optional package is missing; names the extra
     ├── HubError(OSError)                     the Hub could not be reached or refused
     └── InstallCheckError(RuntimeError)       the written folder failed its reload check
@@ -15,9 +16,9 @@ Errors carry data: `path` (the file or folder), `key` (a key in it), `line`, and
 library function that is wrong). A message or hint names an argument with `option(name)`: `str(err)` writes the
 Python parameter name (`max_length`), and the CLI writes its option (`--max-length`) through `err.render(flag)`.
 The mark `option` leaves cannot come from a user's text, so a path or value that spells `{force}` stays as it is.
-The CLI maps every one of them to exit code 2 and prints the message and hint without a traceback (set
-HF_CHAT_TEMPLATES_DEBUG=1 to see one). The builtin mix-ins keep `except ValueError` / `except OSError` working for
-callers that do not know this package.
+The CLI maps every one of them to exit code 2 and prints the message and hint without a traceback
+(HF_CHAT_TEMPLATES_DEBUG=1 adds one; the exit code stays). The builtin mix-ins keep `except ValueError` /
+`except OSError` working for callers that do not know this package.
 """
 
 from __future__ import annotations
@@ -139,6 +140,10 @@ class TokenizerFolderError(HfChatTemplatesError, OSError):
 
 class OutputExistsError(HfChatTemplatesError, FileExistsError):
     """The output folder exists and is not empty."""
+
+
+class OutputBusyError(HfChatTemplatesError, OSError):
+    """Another process holds the output's lock: it is writing the same output now."""
 
 
 class MissingDependencyError(HfChatTemplatesError, ImportError):  # type: ignore[misc]  # both define `path`

@@ -1,10 +1,13 @@
 """The one writer: every folder and file this package writes is staged beside its target, then renamed into place.
 
-A killed process leaves either the old output or the new one, never half of either. A staging folder is a hidden
-sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind by a killed run (its process gone) is removed by the
-next write of the same output, while one of a run still going is left alone. An output that is replaced (only
-when asked: `force`) is moved aside as `NAME.replaced-YYYYmmdd-HHMMSS` (with `-2`, `-3`, … when that name is
-taken), never deleted.
+A killed process leaves either the old output or the new one, never half of either. A write of the folder NAME
+holds a lock on it for its whole length (`fcntl.flock` on the hidden sibling `.NAME.lock`, which names its
+process): a second writer of the same output fails at once naming the first, instead of the two removing each
+other's work. A staging folder is a hidden sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind by a
+killed run (its process gone) is removed by the next write of the same output, under the lock; one of a process
+still going is left alone. An output that is replaced (only when asked: `force`) is moved aside as
+`NAME.replaced-YYYYmmdd-HHMMSS` (with `-2`, `-3`, … when that name is taken), never deleted. A place that cannot
+be written (no permission, a read-only file system, no space) is an error naming the path and what to do.
 
 >>> with staged_folder(Path("out"), force=False) as staging:     # doctest: +SKIP
 ...     (staging.path / "a.txt").write_text("…")
@@ -14,6 +17,8 @@ taken), never deleted.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import shutil
 import tempfile
@@ -22,13 +27,42 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import HfChatTemplatesError, OutputExistsError, TokenizerFolderError, option
+from .errors import HfChatTemplatesError, OutputBusyError, OutputExistsError, TokenizerFolderError, option
 
 STAGING_MARK = ".hfct-staging-"
+# What to do when a place cannot be written, by errno; for any other error, choose another output.
+_UNWRITABLE = {
+    errno.EACCES: "choose an {output} you can write, or change the folder's permissions",
+    errno.EPERM: "choose an {output} you can write, or change the folder's permissions",
+    errno.EROFS: "the file system is read-only: choose an {output} on a writable one",
+    errno.ENOSPC: "the disk is full: free some space there, or choose an {output} on another disk",
+    errno.EDQUOT: "the disk quota is used up: free some space there, or choose an {output} on another disk",
+}
+
+
+def unwritable(path: Path, err: OSError, doing: str, hint: str | None = None) -> TokenizerFolderError:
+    """The error for an OSError met writing `path`: what was being done, why it failed, and what to do (`hint`,
+    else what fits the error)."""
+    fix = _UNWRITABLE.get(err.errno or 0, "choose another {output}")
+    return TokenizerFolderError(
+        f"{path}: {doing} ({err.strerror or err})",
+        hint=hint or fix.format(output=option("output")),
+        path=path,
+        parameter="output",
+    )
 
 
 def check_output(output: Path, *, force: bool, parameter: str = "output") -> None:
     """Refuse an existing non-empty output folder unless `force`; refuse a file in its place always."""
+    try:
+        _check_output(output, force=force, parameter=parameter)
+    except HfChatTemplatesError:
+        raise
+    except OSError as err:
+        raise unwritable(output, err, "cannot read the output folder") from None
+
+
+def _check_output(output: Path, *, force: bool, parameter: str) -> None:
     if output.exists() and not output.is_dir():
         raise OutputExistsError(
             f"{output}: exists and is not a folder",
@@ -93,7 +127,7 @@ def _alive(pid: int) -> bool:
 
 def _sweep_stale(parent: Path, name: str) -> None:
     """Remove the staging folders of `name` whose process has ended: a killed run's, never published, so nothing
-    refers to them. A staging folder of a run still going (another process writing the same output) is left."""
+    refers to them. A staging folder of a process still going is left."""
     prefix = f".{name}{STAGING_MARK}"
     for stale in parent.glob(prefix + "*"):
         owner = stale.name[len(prefix) :].split("-", 1)[0]
@@ -101,20 +135,61 @@ def _sweep_stale(parent: Path, name: str) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _new_staging(output: Path, where_hint: str) -> Path:
-    parent = output.parent
+def lock_path(output: Path) -> Path:
+    return output.parent / f".{output.name}.lock"
+
+
+def _lock_owner(fd: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        pid = os.pread(fd, 32, 0).decode("ascii").strip()
+        if pid.isdigit():
+            return f"process {pid}"
+    return "another process"
+
+
+@contextlib.contextmanager
+def output_lock(output: Path) -> Iterator[None]:
+    """Hold the lock of `output` for the block, or raise OutputBusyError naming the process that holds it. The
+    lock file is removed on release; a writer that locked a file since removed locks the new one instead."""
+    path = lock_path(output)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _lock_owner(fd)
+            os.close(fd)
+            raise OutputBusyError(
+                f"{output}: {owner} is writing this output now",
+                hint=f"wait for it to finish, or choose another {option('output')}",
+                path=output,
+                parameter="output",
+            ) from None
+        held, current = os.fstat(fd), _stat(path)
+        if current is not None and (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+            break
+        os.close(fd)  # the file was removed by its last holder between our open and our lock: lock the new one
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        _sweep_stale(parent, output.name)
-        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}{os.getpid()}-", dir=parent))
-        _private_umask_fix(staging, 0o777)
-    except OSError as err:
-        raise TokenizerFolderError(
-            f"{parent}: cannot write the output folder here ({err.strerror or err})",
-            hint=where_hint,
-            path=parent,
-            parameter="output",
-        ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
+def _new_staging(output: Path) -> Path:
+    _sweep_stale(output.parent, output.name)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}{os.getpid()}-", dir=output.parent))
+    _private_umask_fix(staging, 0o777)
     return staging
 
 
@@ -132,26 +207,30 @@ def _publish(staging: Path, output: Path) -> Path | None:
 
 @contextlib.contextmanager
 def staged_folder(output: Path, *, force: bool, where_hint: str | None = None) -> Iterator[Staging]:
-    """Stage a new folder for `output`; when the block ends without an error, rename it into place. `where_hint`
-    says what to do when the output's location cannot be written (default: choose another output)."""
+    """Stage a new folder for `output` under its lock; when the block ends without an error, rename it into place.
+    `where_hint` says what to do when the output's location cannot be written (default: what fits the error)."""
     output = Path(output).absolute()
     check_output(output, force=force)
-    hint = where_hint or f"choose an {option('output')} in a writable location"
-    staging = Staging(_new_staging(output, hint), output)
-    try:
-        yield staging
-        if not staging.discarded:
-            staging.replaced_to = _publish(staging.path, output)
-    except HfChatTemplatesError:
-        raise
-    except OSError as err:
-        raise TokenizerFolderError(
-            f"{output}: writing failed ({err.strerror or err}); nothing was published",
-            hint="check free space and permissions of the output location",
-            path=output,
-        ) from None
-    finally:
-        shutil.rmtree(staging.path, ignore_errors=True)
+    with contextlib.ExitStack() as stack:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(output_lock(output))
+            check_output(output, force=force)  # again, under the lock: another writer may have published meanwhile
+            staging = Staging(_new_staging(output), output)
+        except HfChatTemplatesError:
+            raise
+        except OSError as err:
+            raise unwritable(output.parent, err, "cannot write the output folder here", where_hint) from None
+        try:
+            yield staging
+            if not staging.discarded:
+                staging.replaced_to = _publish(staging.path, output)
+        except HfChatTemplatesError:
+            raise
+        except OSError as err:
+            raise unwritable(output, err, "writing failed; nothing was published", where_hint) from None
+        finally:
+            shutil.rmtree(staging.path, ignore_errors=True)
 
 
 def write_file(path: Path, data: bytes | str) -> None:
@@ -172,6 +251,4 @@ def write_file(path: Path, data: bytes | str) -> None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as err:
-        raise TokenizerFolderError(
-            f"{path}: cannot write ({err.strerror or err})", hint="choose a writable path", path=path
-        ) from None
+        raise unwritable(path, err, "cannot write") from None

@@ -1,7 +1,8 @@
 """The entry point: run a command, and turn every expected error into a message and an exit code.
 
 Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error. Errors print what
-failed and what to do, without a traceback unless HF_CHAT_TEMPLATES_DEBUG is set. A library error names its
+failed and what to do; HF_CHAT_TEMPLATES_DEBUG=1 (or true, yes, on) adds the traceback and changes nothing else, the
+exit code included. A command is one render run: renders of one template share one budget. A library error names its
 arguments with `errors.option(name)`; here they are written as the options that set them (`max_length` →
 `--max-length`). A command that finds failures (verify) exits 1 itself; `push` raises VerificationFailed.
 """
@@ -10,16 +11,20 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Any
 
 import click
 
 from ..errors import HfChatTemplatesError
 from ..publish.hub import VerificationFailed
+from ..template.limits import render_run
 from . import catalog, checking, installing, publishing, training, viewing  # noqa: F401  (they register commands)
 from .app import cli, emit_json
 
 DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
 
 # A library parameter whose option is not simply --name-with-dashes.
 _OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE", "stop_tokens": "--stop-token", "control_tokens": "--control-token"}
@@ -57,6 +62,21 @@ def _report(err: BaseException) -> None:
         click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
 
 
+def debug_enabled() -> bool:
+    """HF_CHAT_TEMPLATES_DEBUG as a boolean: 1/true/yes/on, or 0/false/no/off/empty; anything else is a warning
+    and off."""
+    value = os.environ.get(DEBUG_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value not in _FALSE:
+        click.echo(
+            f"warning: {DEBUG_ENV}={os.environ[DEBUG_ENV]!r} is not a boolean (1/true/yes/on or 0/false/no/off); "
+            "debug output is off",
+            err=True,
+        )
+    return False
+
+
 def exit_code(err: BaseException) -> int:
     return next(code for kind, code in EXIT_CODES if isinstance(err, kind))
 
@@ -82,13 +102,14 @@ def error_document(err: BaseException) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn expected errors into a message and exit code 2."""
     try:
-        cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
+        with render_run():
+            cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
     except (Exception, KeyboardInterrupt) as err:
         debuggable = not isinstance(
             err, (VerificationFailed, click.exceptions.Abort, click.ClickException, KeyboardInterrupt)
         )
-        if debuggable and os.environ.get(DEBUG_ENV):
-            raise
+        if debuggable and debug_enabled():
+            traceback.print_exception(err, file=sys.stderr)
         _report(err)
         # With --json, stdout holds one document whatever happens; push has printed its own on a failed verify.
         if "--json" in (sys.argv[1:] if argv is None else argv) and not isinstance(err, VerificationFailed):

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import TokenizerFolderError, UsageError, option
 from ..families.registry import Family
+from ..families.source import check_source_options
 from ..outputs import check_output
 from ..template.syntax import line_endings
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
@@ -46,7 +47,7 @@ from ..tokenizer.vocab import (
     with_content,
 )
 from .plan import FORMATS, FileChange, InstallPlan
-from .subject import InstallSubject, TemplateFiles, from_family, from_templates
+from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family
 
 # Tried in order when a tokenizer has no pad token (after the family's own preferences).
 GENERIC_PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
@@ -365,33 +366,6 @@ def _check_format(format: str) -> None:
         )
 
 
-def _family_subject(
-    family: str | Family | None, variant: str | None, template: TemplateFiles | None
-) -> InstallSubject | None:
-    """The bundled family's variant to install, or None for template files; refuses what cannot go together."""
-    if family is not None and template is not None:
-        raise UsageError(
-            f"give a family or {option('template')}, not both",
-            parameter="template",
-            hint="install a bundled family by name, or your own template file",
-        )
-    if family is not None:
-        return from_family(family, variant)
-    if template is None:
-        raise UsageError(
-            f"nothing to install: name a family or pass {option('template')} FILE",
-            parameter="template",
-            hint="hf-chat-templates list shows the bundled families",
-        )
-    if variant is not None:
-        raise UsageError(
-            f"{option('variant')} picks a family's variant; a template file has none",
-            parameter="variant",
-            hint=f"drop {option('variant')}",
-        )
-    return None
-
-
 def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared: dict[str, Any]) -> InstallSubject:
     """Template files, their tokens inferred (unless declared) on the source tokenizer."""
     from transformers import AutoTokenizer
@@ -403,6 +377,7 @@ def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared
 def _source_folder(
     tokenizer: str | Path, output_path: Path, *, force: bool, revision: str | None, token: str | None
 ) -> TokenizerFolder:
+    check_source_options(tokenizer, revision=revision, token=token)
     source_path = resolve_source(str(tokenizer), revision=revision, token=token)
     if output_path == source_path.absolute() and not force:
         raise UsageError(
@@ -436,7 +411,7 @@ def plan_install(
     """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
     `tokenizer` into `output` would write; writes nothing. Their tokens: declared, a bundled family's, or inferred."""
     _check_format(format)
-    family_subject = _family_subject(family, variant, template)
+    family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
     subject = family_subject or _template_subject(

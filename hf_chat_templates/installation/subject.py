@@ -153,3 +153,38 @@ def from_templates(
         origins={name: str(path) for name, path in files.items()},
         written=written,
     )
+
+
+def subject_of_family(
+    family: str | Family | None, variant: str | None, template: TemplateFiles | None, declared: bool
+) -> InstallSubject | None:
+    """The bundled family's variant to install, or None for template files; refuses what cannot go together
+    (`declared`: stop or control tokens are declared, which only a template file takes)."""
+    if family is not None and template is not None:
+        raise UsageError(
+            f"give a family or {option('template')}, not both",
+            parameter="template",
+            hint="install a bundled family by name, or your own template file",
+        )
+    if family is not None and declared:
+        raise UsageError(
+            f"{option('stop_tokens')} and {option('control_tokens')} declare a template file's tokens; a family "
+            "brings its own",
+            hint=f"drop them, or install the template with {option('template')} FILE",
+            parameter="stop_tokens",
+        )
+    if family is not None:
+        return from_family(family, variant)
+    if template is None:
+        raise UsageError(
+            f"nothing to install: name a family or pass {option('template')} FILE",
+            parameter="template",
+            hint="hf-chat-templates list shows the bundled families",
+        )
+    if variant is not None:
+        raise UsageError(
+            f"{option('variant')} picks a family's variant; a template file has none",
+            parameter="variant",
+            hint=f"drop {option('variant')}",
+        )
+    return None

@@ -3,7 +3,9 @@
 `Renderer.render` calls `tokenizer.apply_chat_template(tokenize=False)`, so the sandbox, the globals
 (`raise_exception`, `strftime_now`, `tojson`, `namespace`), the message normalization and the special-token
 variables are exactly what training scripts get. `frozen_clock` pins `strftime_now`; `engines` renders the same
-inputs in other engines.
+inputs in other engines. Every render of a renderer spends one `RenderBudget`, shared with the other renderers of
+the same template in a run (`limits.render_run`): once one render trips a limit, the others fail at once with the
+same message.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _compat
-from .limits import RenderLimits, check_output, limited
+from .limits import RenderBudget, RenderLimits, budget_for, check_output, limited
 from .syntax import has_generation_markers
 
 frozen_clock = _compat.frozen_clock
@@ -47,7 +49,7 @@ def describe_exception(err: BaseException) -> str:
 class Renderer:
     """Renders conversations with one template on one tokenizer, and encodes the results. With a `tool_template`
     (a folder's named `tool_use` template), a conversation given tools is rendered with it, as transformers picks
-    it when `tools` is passed."""
+    it when `tools` is passed. `budget`: what its renders may spend (default: the run's for this template)."""
 
     def __init__(
         self,
@@ -57,12 +59,14 @@ class Renderer:
         limits: RenderLimits | None = None,
         *,
         tool_template: str | None = None,
+        budget: RenderBudget | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.template = template
         self.tool_template = tool_template
         self.kwargs = dict(kwargs or {})
         self.limits = limits or RenderLimits.from_env()
+        self.budget = budget or budget_for(template, self.limits)
         self._cache: dict[Any, Rendered] = {}
         self._encoded: dict[str, list[int]] = {}
 
@@ -89,7 +93,7 @@ class Renderer:
             if key in self._cache:
                 return self._cache[key]
         try:
-            with limited(self.limits) as limits:
+            with limited(self.limits, self.budget) as limits:
                 text = self.tokenizer.apply_chat_template(
                     messages,
                     tools=tools,
@@ -99,7 +103,7 @@ class Renderer:
                     continue_final_message=continue_final_message,
                     **{**self.kwargs, **extra},
                 )
-            outcome = Rendered(check_output(text, limits))
+            outcome = Rendered(check_output(text, limits, self.budget))
         except Exception as err:  # a template may raise anything; the check reports it
             outcome = Rendered(None, describe_exception(err), refused=_is_refusal(err))
         if key is not None:
@@ -119,7 +123,7 @@ class Renderer:
         (`"content": None` arrives as no content key). What a template author who tests `content is none` expects."""
         variables = {**self.template_variables(), **self.kwargs}
         try:
-            with limited(self.limits) as limits:
+            with limited(self.limits, self.budget) as limits:
                 (text,) = _compat.render_conversations(
                     self.template_for(tools),
                     [messages],
@@ -128,7 +132,7 @@ class Renderer:
                     continue_final_message=continue_final_message,
                     **variables,
                 )
-            return Rendered(check_output(text, limits))
+            return Rendered(check_output(text, limits, self.budget))
         except Exception as err:  # a template may raise anything; the caller compares the outcomes
             return Rendered(None, describe_exception(err), refused=_is_refusal(err))
 
@@ -144,7 +148,7 @@ class Renderer:
 
     def _tokenized(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **flags: Any) -> Any:
         """`apply_chat_template(tokenize=True, return_dict=True)` under the limits."""
-        with limited(self.limits):
+        with limited(self.limits, self.budget):
             return self.tokenizer.apply_chat_template(
                 messages,
                 tools=tools,

@@ -135,24 +135,58 @@ def _link_roots(root: Path) -> tuple[Path, ...]:
     return tuple(roots)
 
 
+def _outside(link: Path, allowed: tuple[Path, ...]) -> TokenizerFolderError | None:
+    target = link.resolve()
+    if any(target.is_relative_to(r) for r in allowed):
+        return None
+    # A link out of the folder would copy (and later upload) a file the user never meant to share.
+    return TokenizerFolderError(
+        f"{link}: a symlink to {target}, outside the folder",
+        hint="replace the link with the file or folder itself, or remove it",
+        path=link,
+    )
+
+
+def _walk(root: Path, here: Path, allowed: tuple[Path, ...], seen: tuple[Path, ...], found: list[str]) -> None:
+    """Every regular file under `here`, relative to `root`. A symlinked folder inside the folder is followed (its
+    files are listed under the link's path, as a loader reads them); one that leads out of it, or back into a
+    folder it is in, is refused: never a file left out without a word."""
+    try:
+        entries = sorted(os.scandir(here), key=lambda e: e.name)
+    except OSError as err:
+        raise TokenizerFolderError(
+            f"{here}: cannot read the folder ({err.strerror or err})", hint="check its permissions", path=here
+        ) from None
+    for entry in entries:
+        full = Path(entry.path)
+        if entry.is_dir() and (entry.name in _SKIP_DIRS or is_staging(entry.name)):
+            continue
+        if entry.is_symlink() and (refused := _outside(full, allowed)) is not None:
+            raise refused
+        if entry.is_dir():
+            real = full.resolve()
+            if real in seen:
+                raise TokenizerFolderError(
+                    f"{full}: a symlink to {real}, a folder it is in (a loop)",
+                    hint="replace the link with the folder itself, or remove it",
+                    path=full,
+                )
+            _walk(root, full, allowed, (*seen, real), found)
+        elif entry.is_file():  # follows symlinks: Hub cache snapshots are links to blobs
+            found.append(full.relative_to(root).as_posix())
+
+
 def _list_files(root: Path) -> tuple[str, ...]:
-    found = []
-    allowed = _link_roots(root)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not is_staging(d))
-        for name in filenames:
-            full = Path(dirpath, name)
-            if full.is_symlink():
-                target = full.resolve()
-                if not any(target.is_relative_to(r) for r in allowed):
-                    # A link out of the folder would copy (and later upload) a file the user never meant to share.
-                    raise TokenizerFolderError(
-                        f"{full}: a symlink to {target}, outside the folder",
-                        hint="replace the link with the file itself, or remove it",
-                    )
-            if full.is_file():  # follows symlinks: Hub cache snapshots are links to blobs
-                found.append(full.relative_to(root).as_posix())
+    found: list[str] = []
+    _walk(root, root, _link_roots(root), (root.resolve(),), found)
     return tuple(sorted(found))
+
+
+def check_links(path: Path) -> None:
+    """Refuse a local tokenizer folder with a symlink that leaves it (a file or folder), before a loader reads
+    through it; a path that is not a folder is left to the reader."""
+    if Path(path).is_dir():
+        _list_files(Path(path))
 
 
 def read_folder(path: str | Path) -> TokenizerFolder:
