@@ -1,5 +1,5 @@
-"""Conversations to training features: `input_ids`, `attention_mask`, `labels` (-100 outside the assistant turns'
-generated parts), one batch at a time.
+"""Conversations to training features: `input_ids`, `attention_mask`, `labels` (-100 outside the trained parts of
+the assistant turns), one batch at a time.
 
 `TrainingFeatures` is a plain picklable callable: it loads the tokenizer on first use, so the same object runs in
 this process, in `datasets.Dataset.map(batched=True, num_proc=N)`, and in a distributed engine's map over batches
@@ -12,15 +12,25 @@ Where the spans come from: the folder's `training` template when it has hand-wri
 (one render per conversation), otherwise rendering differences computed here (`template.spans.assistant_spans`).
 Each batch is encoded with one `encode_batch` call; a span's tokens are found with `char_to_token` at its two ends,
 so the mask costs two lookups per assistant turn, not a pass over the tokens.
+
+Which turns train (`train_on`): every assistant turn (`all`), the last one (`last`), or those whose message says so
+(`weighted`: `weight` 0 or 1, as tinker-cookbook's supervised data writes it, or `train` true or false; trained when
+absent; the keys are taken off the messages before rendering).
+
+Data cannot forge control tokens: a control token spelled in the data (user text holding `<|im_end|>`) is encoded as
+text, as `apply_chat_template(..., sanitize_control_tokens=True)` does, unless `allow_control_tokens_in_content`.
+One regex over a record's strings finds the few records that spell one; only those are rendered with the spellings
+marked and encoded piece by piece, the others take the batched path.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _compat
 from ..conversations.batches import render_batch
@@ -31,12 +41,40 @@ from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
 from ..tokenizer.folder import read_folder
+from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
 
 IGNORE_INDEX = -100
 FEATURE_TYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int32"}
+TRAIN_ON = ("all", "last", "weighted")
+WEIGHT_KEYS = ("weight", "train")
 
-Rendered = tuple[int, str, tuple[Span, ...]]  # (index in the batch, text, assistant spans)
 Problems = list[tuple[int, str]]  # (index in the batch, why it is left out)
+
+
+class Rendered(NamedTuple):
+    """One record rendered: its text, its assistant spans and which of them train, and the character ranges of
+    control tokens the data spells (encoded as text; an empty range only splits the text there)."""
+
+    at: int
+    text: str
+    spans: tuple[Span, ...]
+    trained: tuple[bool, ...]
+    literal: tuple[tuple[int, int], ...] = ()
+    spells_control: bool = False
+
+
+@dataclass
+class BatchStats:
+    """What a batch's table holds and what was changed on the way. Stats add up with `+`."""
+
+    truncated: int = 0  # rows cut to max_length
+    tokens: int = 0
+    trained_tokens: int = 0
+    assistant_tokens: int = 0  # what train_on="all" trains in the same records (records it would keep included)
+    control_spellings: int = 0  # records whose data spells a control token
+
+    def __add__(self, other: BatchStats) -> BatchStats:
+        return BatchStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
 
 @dataclass
@@ -55,6 +93,15 @@ class FeatureState:
     token_notes: tuple[str, ...] = ()  # what inference chose or could not decide: said in prepare's report
     # the folder's named `tool_use` template, compiled: transformers renders a conversation given tools with it
     render_tools: Callable[[dict[str, Any]], str] | None = None
+    spelled: re.Pattern[str] = re.compile("(?!)")  # the control tokens data may not forge, longest first
+    _text_backend: Any = None
+
+    @property
+    def text_backend(self) -> Any:
+        """The backend encoding special tokens as text (made on first use)."""
+        if self._text_backend is None:
+            self._text_backend = text_backend(self.backend)
+        return self._text_backend
 
 
 def _templates(tokenizer: Any, source: str, template: str | None) -> tuple[str, str | None, str]:
@@ -129,15 +176,18 @@ def load_state(
         render_tools=_compat.fast_renderer(tool_compiled, {**tool_compiled.globals, **merged, "documents": None})
         if tool_compiled is not None
         else None,
+        spelled=control_spellings(tokenizer, (plain, marked, tool_use)),
     )
 
 
-def render_record(state: FeatureState, record: dict[str, Any]) -> tuple[str, tuple[Span, ...]]:
-    """One record's text and assistant spans."""
+def render_record(
+    state: FeatureState, record: dict[str, Any], drop: tuple[str, ...] = ()
+) -> tuple[str, tuple[Span, ...]]:
+    """One record's text and assistant spans (the message keys in `drop` taken off first)."""
     # What apply_chat_template does to messages, for JSON data: keys whose value is None are dropped and the
     # reasoning fields aliased (its conversion of objects to plain data changes nothing in parsed JSON).
     messages = _compat.alias_reasoning_fields(
-        [{k: v for k, v in m.items() if v is not None} for m in record["messages"]]
+        [{k: v for k, v in m.items() if v is not None and k not in drop} for m in record["messages"]]
     )
     tools = record.get("tools")
     if state.marked is not None:
@@ -159,48 +209,69 @@ def _span_tokens(offsets: list[tuple[int, int]], span: Span) -> tuple[int, int]:
 
 
 def _cuts(enc: Any, spans: tuple[Span, ...], size: int) -> list[tuple[int, int]]:
-    """The token ranges [first, end) of the spans, within the first `size` tokens."""
+    """The token ranges [first, end) of the spans, within the first `size` tokens (empty where cut off)."""
     cuts = []
     for span in spans:
         first, last = enc.char_to_token(span.start), enc.char_to_token(span.end - 1)
         if first is None or last is None:
             first, last = _span_tokens(enc.offsets, span)
-        if first < size:
-            cuts.append((first, min(last + 1, size)))
+        cuts.append((first, min(last + 1, size)) if first < size else (0, 0))
     return cuts
 
 
+def _encodings(state: FeatureState, rendered: list[Rendered], problems: Problems) -> list[tuple[Rendered, Any]]:
+    """One encode_batch (it releases the GIL) for the records without spelled control tokens, pieces for the rest."""
+    plain = [r for r in rendered if not r.literal]
+    encoded = dict(
+        zip((r.at for r in plain), state.backend.encode_batch([r.text for r in plain], add_special_tokens=False))
+    )
+    out = []
+    for r in rendered:
+        try:
+            enc = encode_pieces(state.backend, state.text_backend, r.text, r.literal) if r.literal else encoded[r.at]
+        except ValueError as err:
+            problems.append((r.at, f"does not encode: {err}"))
+        else:
+            out.append((r, enc))
+    return out
+
+
 def encode_rendered(
-    backend: Any, rendered: list[Rendered], problems: Problems, max_length: int | None
-) -> tuple[Any, Any, Any, Problems, int]:
-    """One encode_batch (it releases the GIL), then flat int32 arrays: (row offsets, ids, labels) where row r is
-    ids[offsets[r]:offsets[r + 1]]; the problems, sorted; how many rows were truncated."""
+    state: FeatureState, rendered: list[Rendered], problems: Problems, max_length: int | None, train_on: str = "all"
+) -> tuple[Any, Any, Any, Problems, BatchStats]:
+    """Flat int32 arrays: (row offsets, ids, labels) where row r is ids[offsets[r]:offsets[r + 1]]; the problems,
+    sorted; the batch's stats."""
     import numpy as np
 
-    if not rendered:
-        return np.zeros(1, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32), problems, 0
-    encodings = backend.encode_batch([t for _, t, _ in rendered], add_special_tokens=False)
-    truncated, rows, lengths, spans_of = 0, [], [], []
-    for (index, _, spans), enc in zip(rendered, encodings):
-        size = len(enc)
-        if max_length is not None and size > max_length:
-            truncated, size = truncated + 1, max_length
-        cuts = _cuts(enc, spans, size)
-        if not cuts:
-            problems.append((index, f"no assistant token within the first {max_length} tokens"))
+    stats = BatchStats(control_spellings=sum(r.spells_control for r in rendered))
+    rows, lengths, cuts_of = [], [], []
+    for r, enc in _encodings(state, rendered, problems):
+        size = len(enc) if max_length is None else min(len(enc), max_length)
+        cuts = _cuts(enc, r.spans, size)
+        stats.assistant_tokens += sum(end - first for first, end in cuts)
+        stats.truncated += size < len(enc)
+        kept = [(first, end) for (first, end), trained in zip(cuts, r.trained) if trained and end > first]
+        if not kept:
+            why = f"no assistant token within the first {max_length} tokens"
+            problems.append((r.at, why if any(r.trained) else f"no assistant turn to train (train_on={train_on})"))
             continue
         rows.append(enc.ids if size == len(enc) else enc.ids[:size])
         lengths.append(size)
-        spans_of.append(cuts)
+        cuts_of.append(kept)
     offsets = np.zeros(len(rows) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
     ids = np.fromiter(itertools.chain.from_iterable(rows), np.int32, count=int(offsets[-1]))
     labels = np.full(len(ids), IGNORE_INDEX, np.int32)
-    for base, cuts in zip(offsets.tolist(), spans_of):
+    for base, cuts in zip(offsets.tolist(), cuts_of):
         for first, end in cuts:
             labels[base + first : base + end] = ids[base + first : base + end]
+    stats.tokens, stats.trained_tokens = len(ids), int(np.count_nonzero(labels != IGNORE_INDEX))
     problems.sort()
-    return offsets, ids, labels, problems, truncated
+    return offsets, ids, labels, problems, stats
+
+
+def _text_of(rendered: Rendered) -> str:
+    return rendered.text
 
 
 def _capped(problem: str, limit: int = 200) -> str:
@@ -211,8 +282,43 @@ def _capped(problem: str, limit: int = 200) -> str:
     return f"{kind}: {text[:limit]}" if text else kind
 
 
+def turn_weight(message: dict[str, Any], index: int) -> bool:
+    """Whether an assistant message trains under train_on="weighted": its `weight` (0 or 1) or `train` (a bool)."""
+    weight, train = message.get("weight"), message.get("train")
+    if weight is not None and not (isinstance(weight, (int, float)) and weight in (0, 1)):
+        raise ValueError(f"message {index}: weight {weight!r} is not 0 or 1")
+    if train is not None and not isinstance(train, bool):
+        raise ValueError(f"message {index}: train {train!r} is not true or false")
+    if weight is not None and train is not None and bool(weight) != train:
+        raise ValueError(f"message {index}: weight {weight!r} and train {train!r} disagree")
+    return bool(weight) if weight is not None else train is not False
+
+
+def trained_spans(messages: list[dict[str, Any]], spans: tuple[Span, ...], train_on: str) -> tuple[bool, ...]:
+    """Which spans train. Spans from {% generation %} markers carry no message: they are matched to the assistant
+    messages in order, and must be as many."""
+    if train_on == "all":
+        return (True,) * len(spans)
+    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    owners = [s.message for s in spans]
+    if any(owner < 0 for owner in owners):
+        if len(spans) != len(assistants):
+            raise ValueError(
+                f"its {len(spans)} {{% generation %}} span(s) cannot be matched to its {len(assistants)} "
+                f"assistant message(s) for train_on={train_on}"
+            )
+        owners = assistants
+    if train_on == "last":
+        return tuple(owner == assistants[-1] for owner in owners)
+    return tuple(turn_weight(messages[owner], owner) for owner in owners)
+
+
 class TrainingFeatures:
-    """Conversations to training features, one batch at a time. Picklable: only its settings travel."""
+    """Conversations to training features, one batch at a time. Picklable: only its settings travel.
+
+    `train_on`: "all" assistant turns, the "last" one, or "weighted" by each assistant message's `weight` / `train`
+    key. `allow_control_tokens_in_content`: encode control tokens the data spells as the tokens themselves (by
+    default they are encoded as text, as `apply_chat_template(..., sanitize_control_tokens=True)` does)."""
 
     def __init__(
         self,
@@ -223,6 +329,8 @@ class TrainingFeatures:
         max_length: int | None = None,
         stop_tokens: Iterable[str] | None = None,
         control_tokens: Iterable[str] | None = None,
+        train_on: str = "all",
+        allow_control_tokens_in_content: bool = False,
     ) -> None:
         if max_length is not None and max_length < 1:
             raise UsageError(
@@ -230,12 +338,20 @@ class TrainingFeatures:
                 hint=f"{option('max_length')} 4096",
                 parameter="max_length",
             )
+        if train_on not in TRAIN_ON:
+            raise UsageError(
+                f"train_on must be one of {', '.join(TRAIN_ON)}, not {train_on!r}",
+                hint="train_on='last' trains only the last assistant turn",
+                parameter="train_on",
+            )
         self.source = str(source)
         self.template = template
         self.kwargs = dict(kwargs or {})
         self.max_length = max_length
         self.stop_tokens = tuple(stop_tokens) if stop_tokens is not None else None
         self.control_tokens = tuple(control_tokens) if control_tokens is not None else None
+        self.train_on = train_on
+        self.allow_control_tokens_in_content = allow_control_tokens_in_content
         self._state: FeatureState | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -252,24 +368,43 @@ class TrainingFeatures:
     def spans_from(self) -> str:
         return self.state.spans_from
 
+    def render_one(self, record: dict[str, Any]) -> Rendered:
+        """One record rendered (its index left 0), with its spelled control tokens marked when they are not allowed."""
+        state = self.state
+        drop = WEIGHT_KEYS if self.train_on == "weighted" else ()
+        spelled = spells(state.spelled, record["messages"], record.get("tools"))
+        if not spelled or self.allow_control_tokens_in_content:
+            text, spans = render_record(state, record, drop)
+            return Rendered(0, text, spans, (), (), spelled)
+        marked = {**record, "messages": mark_spellings(state.spelled, record["messages"])}
+        if record.get("tools") is not None:
+            marked["tools"] = mark_spellings(state.spelled, record["tools"])
+        text, spans, literal = unmark(state.spelled, *render_record(state, marked, drop))
+        return Rendered(0, text, spans, (), literal, True)
+
     def render_batch(self, records: list[dict[str, Any]]) -> tuple[list[Rendered], Problems]:
         """Render every record under limits: the records with assistant spans, and why each other is left out."""
         rendered: list[Rendered] = []
         problems: Problems = []
-        for index, value, problem in render_batch(records, lambda r: render_record(self.state, r)):
+        for index, value, problem in render_batch(records, self.render_one, text_of=_text_of):
             if value is None:
                 problems.append((index, f"does not render: {_capped(str(problem))}"))
-            elif value[1]:
-                rendered.append((index, value[0], value[1]))
-            else:
+            elif not value.spans:
                 problems.append((index, "no assistant turn to train"))
+            else:
+                try:
+                    trained = trained_spans(records[index]["messages"], value.spans, self.train_on)
+                except ValueError as err:
+                    problems.append((index, str(err)))
+                    continue
+                rendered.append(value._replace(at=index, trained=trained))
         return rendered, problems
 
     def encoded(self, records: list[dict[str, Any]]) -> tuple[Any, Any, Any, Problems]:
         """Flat arrays for the records that train something: (row offsets, input ids, labels), int32 numpy arrays
         (row r is ids[offsets[r]:offsets[r + 1]]), and (index in `records`, why) for the records left out."""
         offsets, ids, labels, problems, _ = encode_rendered(
-            self.state.backend, *self.render_batch(records), self.max_length
+            self.state, *self.render_batch(records), self.max_length, self.train_on
         )
         return offsets, ids, labels, problems
 
@@ -283,22 +418,24 @@ class TrainingFeatures:
             "labels": [labels[a:b].tolist() for a, b in bounds],
         }, problems
 
-    def table(self, rendered: list[Rendered], problems: Problems) -> tuple[Any, Problems, int]:
-        """A rendered batch as a pyarrow Table built straight from the flat arrays (and its problems, truncations)."""
+    def batch_table(self, rendered: list[Rendered], problems: Problems) -> tuple[Any, Problems, BatchStats]:
+        """A rendered batch as a pyarrow Table built straight from the flat arrays, its problems and its stats."""
         import numpy as np
         import pyarrow as pa
 
-        offsets, ids, labels, problems, truncated = encode_rendered(
-            self.state.backend, rendered, problems, self.max_length
+        offsets, ids, labels, problems, stats = encode_rendered(
+            self.state, rendered, problems, self.max_length, self.train_on
         )
         column = {"input_ids": ids, "attention_mask": np.ones(len(ids), np.int8), "labels": labels}
-        return (
-            pa.table(
-                {name: pa.ListArray.from_arrays(pa.array(offsets), pa.array(column[name])) for name in FEATURE_TYPES}
-            ),
-            problems,
-            truncated,
+        table = pa.table(
+            {name: pa.ListArray.from_arrays(pa.array(offsets), pa.array(column[name])) for name in FEATURE_TYPES}
         )
+        return table, problems, stats
+
+    def table(self, rendered: list[Rendered], problems: Problems) -> tuple[Any, Problems, int]:
+        """`batch_table` with only the count of truncated rows for stats."""
+        table, problems, stats = self.batch_table(rendered, problems)
+        return table, problems, stats.truncated
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         """For `datasets.Dataset.map(batched=True)`: columns `messages` (and `tools`) in, features out; records
