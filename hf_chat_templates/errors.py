@@ -60,6 +60,15 @@ PARAMETERS = frozenset(
         "max_skipped",
         "stop_tokens",
         "control_tokens",
+        "train_on",
+        "allow_control_tokens_in_content",
+        "pack",
+        "input_format",
+        "messages_column",
+        "tools_column",
+        "split",
+        "fail_on",
+        "sanitize",
     }
 )
 # An argument's name between two unit separators: a control character no path, JSON value or template holds in a

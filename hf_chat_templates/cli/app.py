@@ -74,6 +74,34 @@ def token_options(stop_help: str, control_help: str) -> Callable[[F], F]:
     return decorate
 
 
+def input_options(func: F) -> F:
+    """How conversations are read: format, columns, split, and how many records may be left out."""
+    func = click.option(
+        "--max-skipped",
+        default="0",
+        show_default=True,
+        metavar="N|P%",
+        help="Records that cannot be read, normalized or rendered allowed before the run fails (records with "
+        "nothing to train do not count).",
+    )(func)
+    func = click.option(
+        "--split", default=None, help="The split of a datasets folder or Hub dataset (default: train)."
+    )(func)
+    func = click.option("--tools-column", default="tools", show_default=True, help="Column holding the tools.")(func)
+    func = click.option(
+        "--messages-column",
+        default=None,
+        help="Column holding the messages (default: messages; ShareGPT: conversations).",
+    )(func)
+    return click.option(
+        "--input-format",
+        type=click.Choice(["auto", "openai", "sharegpt", "messages"]),
+        default="auto",
+        show_default=True,
+        help="Record format; auto decides per record.",
+    )(func)
+
+
 def declaration_options(func: F) -> F:
     """--kwarg, --stop-token and --control-token: what the user declares about a template."""
     func = token_options(

@@ -9,7 +9,16 @@ from typing import Any
 
 import click
 
-from .app import cli, declaration_options, emit_json, families_option, hub_options, json_option, template_options
+from .app import (
+    cli,
+    declaration_options,
+    emit_json,
+    families_option,
+    hub_options,
+    input_options,
+    json_option,
+    template_options,
+)
 
 
 @cli.command("verify")
@@ -17,10 +26,11 @@ from .app import cli, declaration_options, emit_json, families_option, hub_optio
 @template_options("Verify this bundled family's template on SOURCE.", "Verify this template file on SOURCE.")
 @click.option(
     "--conversations",
-    type=click.Path(path_type=Path),
     default=None,
-    help='Also check every record of a JSONL file of {"messages": [...], "tools": [...]}.',
+    help="Also check every record of a dataset: a JSONL, JSON or Parquet file, a datasets folder or a Hub dataset "
+    "id, in OpenAI (messages), ShareGPT or messages format.",
 )
+@input_options
 @click.option("--only", default=None, help="Comma-separated check ids to run.")
 @click.option(
     "--fail-on",
@@ -63,7 +73,7 @@ def verify_command(
     family: str | None,
     variant: str | None,
     template_file: Path | None,
-    conversations: Path | None,
+    conversations: str | None,
     only: str | None,
     fail_on: str,
     training: bool,
@@ -77,6 +87,7 @@ def verify_command(
     control_tokens: tuple[str, ...],
     html_out: Path | None,
     as_json: bool,
+    **reading: Any,
 ) -> None:
     """Run the named checks on a tokenizer and template. Exit 1 when a check finds an error (or, with
     --fail-on warning, a warning)."""
@@ -86,12 +97,26 @@ def verify_command(
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
     if all_families:
-        if source or family or template_file:
-            raise UsageError(
-                "--all verifies every bundled family; drop SOURCE, --family and --template",
-                hint="hf-chat-templates verify --all",
-            )
+        _refuse_ignored_with_all(
+            {
+                "SOURCE": source,
+                "--family": family,
+                "--variant": variant,
+                "--template": template_file,
+                "--conversations": conversations,
+                "--kwarg": kwarg_pairs,
+                "--stop-token": stop_tokens,
+                "--control-token": control_tokens,
+                "--revision": revision,
+                "--token": token,
+                "--training": training,
+                "--sanitize": sanitize,
+                "--workers": workers,
+            }
+        )
         _verify_all(checks, html_out, as_json)
+    if workers is not None and conversations is None:
+        raise UsageError("--workers is for --conversations; it would be ignored", hint="drop --workers")
     if not source:
         raise UsageError(
             "missing SOURCE (a tokenizer folder or Hub repo id), or --all", hint="hf-chat-templates verify --all"
@@ -117,21 +142,22 @@ def verify_command(
     if conversations is not None:
         from ..verification.dataset import verify_conversations
 
-        dataset = verify_conversations(
-            source,
-            conversations,
-            family=family,
-            variant=variant,
-            template=template_file,
-            kwargs=kwargs,
-            workers=workers,
-            revision=revision,
-            token=token,
-            progress=not as_json,
-        )
+        options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
+        options |= {"revision": revision, "token": token, "workers": workers, "progress": not as_json}
+        dataset = verify_conversations(source, conversations, **options, **reading)
     _print_report(report, dataset, as_json)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
+
+
+def _refuse_ignored_with_all(given: dict[str, Any]) -> None:
+    from ..errors import UsageError
+
+    if ignored := [name for name, value in given.items() if value]:
+        raise UsageError(
+            f"--all verifies every bundled family on its default tokenizer; {', '.join(ignored)} would be ignored",
+            hint="hf-chat-templates verify --all [--only IDS] [--html FILE] [--json]",
+        )
 
 
 def _print_report(report: Any, dataset: Any, as_json: bool) -> None:

@@ -7,17 +7,27 @@ from pathlib import Path
 
 import click
 
-from .app import cli, declaration_options, emit_json, families_option, force_option, json_option, template_options
+from .app import (
+    cli,
+    declaration_options,
+    emit_json,
+    families_option,
+    force_option,
+    input_options,
+    json_option,
+    template_options,
+)
 
 
 @cli.command("prepare")
 @click.argument("source")
 @click.option(
     "--conversations",
-    type=click.Path(path_type=Path),
     required=True,
-    help='JSONL file of {"messages": [...], "tools": [...]}, one conversation per line.',
+    help="Conversations: a JSONL, JSON or Parquet file, a datasets folder or a Hub dataset id, in OpenAI "
+    "(messages), ShareGPT (conversations with from/value) or messages format.",
 )
+@input_options
 @click.option(
     "--output",
     type=click.Path(path_type=Path),
@@ -25,6 +35,26 @@ from .app import cli, declaration_options, emit_json, families_option, force_opt
     help="Folder to write the dataset to (datasets.load_from_disk reads it).",
 )
 @click.option("--max-length", type=int, default=None, help="Truncate each conversation to N tokens.")
+@click.option(
+    "--train-on",
+    type=click.Choice(["all", "last", "weighted"]),
+    default="all",
+    show_default=True,
+    help="Assistant turns trained: every one, the last, or those whose message has weight 1 / train true.",
+)
+@click.option(
+    "--allow-control-tokens-in-content",
+    is_flag=True,
+    help="Let content that spells a control token become that token (default: encoded as text).",
+)
+@click.option(
+    "--pack",
+    type=int,
+    default=None,
+    metavar="SEQ_LEN",
+    help="Pack rows into sequences of at most SEQ_LEN tokens (position_ids restart per example, as TRL's "
+    "padding-free training reads them).",
+)
 @click.option("--workers", type=int, default=None, help="Worker processes.")
 @template_options(
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
@@ -35,9 +65,17 @@ from .app import cli, declaration_options, emit_json, families_option, force_opt
 @families_option
 def prepare_command(
     source: str,
-    conversations: Path,
+    conversations: str,
+    input_format: str,
+    messages_column: str | None,
+    tools_column: str,
+    split: str | None,
+    max_skipped: str,
     output: Path,
     max_length: int | None,
+    train_on: str,
+    allow_control_tokens_in_content: bool,
+    pack: int | None,
     workers: int | None,
     family: str | None,
     variant: str | None,
@@ -48,7 +86,9 @@ def prepare_command(
     force: bool,
     as_json: bool,
 ) -> None:
-    """Tokenize a JSONL dataset into input_ids, attention_mask and labels (-100 outside assistant turns)."""
+    """Tokenize a dataset of conversations into input_ids, attention_mask and labels (-100 outside the trained
+    assistant turns). Exit 1 when more records cannot be read, normalized or rendered than --max-skipped allows
+    (nothing is written then), or when no record has anything to train."""
     from .. import prepare
     from ..conversations.records import parse_kwargs
 
@@ -66,9 +106,17 @@ def prepare_command(
         workers=workers,
         force=force,
         progress=not as_json,
+        input_format=input_format,
+        messages_column=messages_column,
+        tools_column=tools_column,
+        split=split,
+        max_skipped=max_skipped,
+        train_on=train_on,
+        allow_control_tokens_in_content=allow_control_tokens_in_content,
+        pack=pack,
     )
     if as_json:
         emit_json(report.to_dict())
     else:
         click.echo(report.describe())
-    sys.exit(0 if report.written else 1)
+    sys.exit(0 if report.ok else 1)

@@ -1,102 +1,346 @@
-"""Conversation records read from files: one JSON object per line (`{"messages": [...], "tools": [...]}`), or one
-conversation in a JSON file. A record that is not a conversation is reported with its line number and why; the
-reading goes on. `parse_kwargs` reads template keywords given as NAME=VALUE.
+"""Conversation records read from a dataset, one at a time, whatever its form: JSONL, a JSON file (a list of records,
+or one record), Parquet, a `datasets` folder (`save_to_disk`) or a Hub dataset id (`datasets.load_dataset`).
+
+Each record comes with where it is: its line in JSONL and JSON, its row index otherwise. JSONL is read as bytes and
+each line decoded on its own, so a line that is not UTF-8, not JSON or nested deeper than `MAX_DEPTH` levels is a
+problem of that line, reported with its true number, and the reading goes on. Records are brought to one shape by
+`formats.to_conversation`; `record_batches` cuts them into batches bounded by records and by source bytes.
+`read_messages_file` reads one conversation for `view`; `parse_kwargs` reads template keywords given as NAME=VALUE.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from ..errors import TokenizerFolderError, UsageError, option
+from ..errors import TokenizerFolderError, UsageError, missing_dependency, option
+from .formats import INPUT_FORMATS, to_conversation, validate_record
 
 # Records per batch: large enough that encode_batch runs at full speed (SentencePiece halves its speed at 256),
-# small enough that a batch of long agent conversations stays well under a gigabyte.
+# small enough that a batch of long agent conversations stays well under a gigabyte; `BATCH_BYTES` of source text
+# ends a batch sooner.
 BATCH_SIZE = 2048
+BATCH_BYTES = 64 << 20
+MAX_DEPTH = 200
+_CHUNK = 1 << 20
+_ROWS = 256
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_TABULAR = (".parquet", ".pq")
+
+Value = tuple[int, Any, str | None, int]  # (where, parsed value, why it cannot be read, size in bytes)
+Record = tuple[int, "dict[str, Any] | None", str, str, int, tuple[str, ...]]
+Note = Callable[[str, int, str], None]  # (kind, where, why) of a record left out
 
 
-def validate_record(obj: Any) -> str | None:
-    """Why a parsed line is not a conversation record, or None when it is one."""
-    if not isinstance(obj, dict):
-        return f"expected a JSON object, found {type(obj).__name__}"
-    messages = obj.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "no 'messages' list (or it is empty)"
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            return f"message {i} is not an object"
-        if not isinstance(m.get("role"), str):
-            return f"message {i} has no 'role'"
-        content = m.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            return f"message {i}: 'content' must be a string, a list of parts or null, not {type(content).__name__}"
-    tools = obj.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        return "'tools' must be a list"
-    return None
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped), without recursion."""
+    brackets = _BRACKET.findall(_STRING.sub("", text))
+    return max(accumulate(1 if b in "[{" else -1 for b in brackets), default=0)
 
 
-def read_records(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, record, why it is bad) for each non-blank line, streamed."""
+def parse_json_line(raw: bytes, number: int) -> tuple[Any, str | None]:
+    """(value, None) for one JSONL line, or (None, why) when it is not UTF-8, not JSON or nested too deep."""
     try:
-        handle = path.open("r", encoding="utf-8", errors="strict")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        found = raw[err.start : err.start + 4]
+        return None, f"not UTF-8 at byte {err.start + 1} of the line ({found!r}); save the file as UTF-8"
+    if number == 1:
+        text = text.removeprefix("\ufeff")
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(text) > MAX_DEPTH:
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as err:
+        return None, f"not JSON: {err.msg} at column {err.colno}"
+    except RecursionError:
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+
+
+def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file, split on b"\\n" only (a line of any length, read in chunks)."""
+    pending: list[bytes] = []
+    while chunk := handle.read(_CHUNK):
+        parts = chunk.split(b"\n")
+        if len(parts) == 1:
+            pending.append(chunk)
+            continue
+        pending.append(parts[0])
+        yield b"".join(pending)
+        yield from parts[1:-1]
+        pending = [parts[-1]] if parts[-1] else []
+    if pending:
+        yield b"".join(pending)
+
+
+def _cannot_read(path: Path, err: OSError) -> TokenizerFolderError:
+    return TokenizerFolderError(
+        f"{path}: cannot read ({err.strerror or err})", hint="check the path", path=path, parameter="conversations"
+    )
+
+
+def _jsonl_values(path: Path) -> Iterator[Value]:
+    try:
+        handle = path.open("rb")
     except OSError as err:
-        raise TokenizerFolderError(
-            f"{path}: cannot read ({err.strerror})", hint="check the path", path=path, parameter="conversations"
-        ) from None
+        raise _cannot_read(path, err) from None
     with handle:
-        number = 0
-        while True:
+        for number, raw in enumerate(_raw_lines(handle), start=1):
+            if raw.strip():
+                value, problem = parse_json_line(raw, number)
+                yield number, value, problem, len(raw)
+
+
+def _json_error(path: Path, message: str, line: int) -> UsageError:
+    return UsageError(
+        f"{path}: {message} at line {line}",
+        hint="a JSON list of records, one record, or JSONL (one record per line)",
+        path=path,
+        line=line,
+        parameter="conversations",
+    )
+
+
+def _json_values(path: Path, data: bytes) -> list[Value]:
+    """The records of a JSON file (a list of them, or one), each with the line it starts on."""
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        raise _json_error(path, "not UTF-8", data.count(b"\n", 0, err.start) + 1) from None
+    if json_depth(text) > MAX_DEPTH + 1:
+        raise _json_error(path, f"nested deeper than {MAX_DEPTH} levels", 1)
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _json_error(path, f"not JSON: {err.msg} (column {err.colno})", err.lineno) from None
+    if not isinstance(whole, list):
+        return [(1, whole, None, len(data))]
+    decoder, index, line, counted = json.JSONDecoder(), text.index("[") + 1, 1, 0
+    values: list[Value] = []
+    for _ in whole:
+        while text[index] in " \t\r\n,":
+            index += 1
+        line, counted = line + text.count("\n", counted, index), index
+        value, index = decoder.raw_decode(text, index)
+        values.append((line, value, None, index - counted))
+    return values
+
+
+def _is_jsonl(data: bytes) -> bool:
+    """A .json file that holds JSON Lines (JSON's own error: extra data after the first value)."""
+    try:
+        json.loads(data)
+    except json.JSONDecodeError as err:
+        return err.msg == "Extra data"
+    except (UnicodeDecodeError, RecursionError):
+        return False
+    return False
+
+
+def _arrow_values(batches: Iterable[Any], columns: list[str]) -> Iterator[Value]:
+    """Rows of pyarrow batches as records, by row index; a row's size is its share of its batch's bytes."""
+    index = 0
+    for batch in batches:
+        size = batch.nbytes // max(batch.num_rows, 1)
+        for row in batch.select(columns).to_pylist():
+            yield index, row, None, size
+            index += 1
+
+
+def _columns(names: Iterable[str], messages_column: str | None, tools_column: str) -> list[str]:
+    wanted = {messages_column or "messages", "messages", "conversations", "system", tools_column}
+    return [n for n in names if n in wanted]
+
+
+def _dataset_rows(dataset: Any, where: str, messages_column: str | None, tools_column: str) -> Iterator[Value]:
+    columns = _columns(dataset.column_names, messages_column, tools_column)
+    if not columns:
+        raise UsageError(
+            f"{where}: no conversation column among {', '.join(dataset.column_names)}",
+            hint="name it: messages_column=NAME (ShareGPT data: conversations)",
+            path=where,
+            parameter="conversations",
+        )
+    arrow = dataset.select_columns(columns).with_format("arrow")
+    yield from _arrow_values(arrow.iter(batch_size=_ROWS), columns)
+
+
+def _one_split(found: Any, where: str, split: str | None) -> Any:
+    """A `DatasetDict`'s split: `split`, else `train`, else its only one."""
+    if not hasattr(found, "keys"):
+        return found
+    names = list(found.keys())
+    name = split or ("train" if "train" in names else names[0] if len(names) == 1 else None)
+    if name not in names:
+        raise UsageError(
+            f"{where}: no split {name or 'chosen'!r}; it has {', '.join(names)}",
+            hint="choose one: split=NAME",
+            path=where,
+            parameter="conversations",
+        )
+    return found[name]
+
+
+@dataclass(frozen=True)
+class ConversationSource:
+    """Where conversations come from and how to read them; `values()` streams (where, value, why, size)."""
+
+    name: str
+    kind: str  # jsonl, json, parquet, dataset, hub
+    input_format: str = "auto"
+    messages_column: str | None = None
+    tools_column: str = "tools"
+    split: str | None = None
+
+    @property
+    def unit(self) -> str:
+        """What `where` counts: a line of the file, or a row."""
+        return "line" if self.kind in ("jsonl", "json") else "row"
+
+    def values(self) -> Iterator[Value]:
+        path = Path(self.name)
+        if self.kind == "jsonl":
+            yield from _jsonl_values(path)
+        elif self.kind == "json":
             try:
-                line = handle.readline()
-            except UnicodeDecodeError as err:
-                number += 1
-                yield number, None, f"not UTF-8 (byte {err.start})"
-                return
-            if not line:
-                return
-            number += 1
-            if not line.strip():
+                data = path.read_bytes()
+            except OSError as err:
+                raise _cannot_read(path, err) from None
+            yield from (_jsonl_values(path) if _is_jsonl(data) else _json_values(path, data))
+        elif self.kind == "parquet":
+            yield from self._parquet()
+        else:
+            yield from _dataset_rows(self._dataset(), self.name, self.messages_column, self.tools_column)
+
+    def _parquet(self) -> Iterator[Value]:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise missing_dependency("pyarrow", "train", "reading Parquet") from None
+        try:
+            file = pq.ParquetFile(self.name)
+        except (OSError, ValueError) as err:
+            raise TokenizerFolderError(
+                f"{self.name}: not a readable Parquet file ({err})", hint="check the file", path=self.name
+            ) from None
+        columns = _columns(file.schema_arrow.names, self.messages_column, self.tools_column)
+        yield from _arrow_values(file.iter_batches(batch_size=_ROWS, columns=columns), columns)
+
+    def _dataset(self) -> Any:
+        try:
+            import datasets
+        except ImportError:
+            raise missing_dependency("datasets", "train", f"reading {self.name}") from None
+        try:
+            if self.kind == "dataset":
+                found = datasets.load_from_disk(self.name)
+            else:
+                found = datasets.load_dataset(self.name, split=self.split)
+        except Exception as err:  # datasets raises many kinds (ConnectionError, FileNotFoundError, ValueError…)
+            where = "a datasets folder" if self.kind == "dataset" else "a file or folder here, nor a Hub dataset"
+            raise UsageError(
+                f"{self.name}: not {where} that can be loaded ({type(err).__name__}: {err})",
+                hint="pass a JSONL, JSON or Parquet file, a folder written by save_to_disk, or a Hub dataset id "
+                "(online, or cached)",
+                path=self.name,
+                parameter="conversations",
+            ) from None
+        return _one_split(found, self.name, self.split)
+
+    def records(self) -> Iterator[Record]:
+        """(where, record or None, kind of problem, why, size, mapping steps): the kind is "read" when the value
+        could not be parsed, "normalize" when it is not a conversation, "" for a record."""
+        for where, value, problem, size in self.values():
+            if problem:
+                yield where, None, "read", problem, size, ()
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                yield number, None, f"not JSON: {err.msg} at column {err.colno}"
-                continue
-            yield number, obj, validate_record(obj)
+            record, why, steps = to_conversation(value, self.input_format, self.messages_column, self.tools_column)
+            yield where, record, "normalize" if why else "", why or "", size, steps
+
+
+def open_conversations(
+    conversations: str | os.PathLike[str],
+    *,
+    input_format: str = "auto",
+    messages_column: str | None = None,
+    tools_column: str = "tools",
+    split: str | None = None,
+) -> ConversationSource:
+    """The source `conversations` names: a JSONL / JSON / Parquet file, a datasets folder, or a Hub dataset id.
+    Checked here, before any work: a wrong format name or a path that is neither is a clear error."""
+    if input_format not in INPUT_FORMATS:
+        raise UsageError(
+            f"input format {input_format!r} is not one of {', '.join(INPUT_FORMATS)}",
+            hint="input_format='auto' reads OpenAI / messages and ShareGPT records alike",
+            parameter="conversations",
+        )
+    settings = {
+        "input_format": input_format,
+        "messages_column": messages_column,
+        "tools_column": tools_column,
+        "split": split,
+    }
+    path = Path(conversations)
+    if path.is_dir():
+        return ConversationSource(str(path), "dataset", **settings)  # type: ignore[arg-type]
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix in _TABULAR or _starts_with(path, b"PAR1"):
+            kind = "parquet"
+        else:
+            kind = "json" if suffix == ".json" else "jsonl"
+        return ConversationSource(str(path), kind, **settings)  # type: ignore[arg-type]
+    if _HUB_ID.match(str(conversations)) and path.suffix.lower() not in (".jsonl", ".json", ".parquet", ".ndjson"):
+        return ConversationSource(str(conversations), "hub", **settings)  # type: ignore[arg-type]
+    raise TokenizerFolderError(
+        f"{path}: no such file or folder",
+        hint='pass a JSONL file of {"messages": [...]}, a JSON, Parquet or datasets folder, or a Hub dataset id',
+        path=path,
+        parameter="conversations",
+    )
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def record_batches(
-    path: Path, bad_lines: list[tuple[int, str]], size: int = BATCH_SIZE
+    source: ConversationSource,
+    note: Note,
+    applied: Callable[[tuple[str, ...]], None] = lambda steps: None,
+    *,
+    size: int = BATCH_SIZE,
+    max_bytes: int = BATCH_BYTES,
 ) -> Iterator[list[tuple[int, dict[str, Any]]]]:
-    """Valid (line number, record) pairs in batches; bad lines are noted in `bad_lines` as they stream past."""
+    """Conversations as (where, record) in batches of at most `size` records and about `max_bytes` of source;
+    each record left out is told to `note(kind, where, why)`, the mapping steps of each record to `applied`."""
     batch: list[tuple[int, dict[str, Any]]] = []
-    for number, obj, problem in read_records(path):
-        if problem:
-            bad_lines.append((number, problem))
+    held = 0
+    for where, record, kind, why, nbytes, steps in source.records():
+        if record is None:
+            note(kind, where, why)
             continue
-        batch.append((number, obj))
-        if len(batch) == size:
+        if steps:
+            applied(steps)
+        batch.append((where, record))
+        held += nbytes
+        if len(batch) >= size or held >= max_bytes:
             yield batch
-            batch = []
+            batch, held = [], 0
     if batch:
         yield batch
-
-
-def conversations_file(path: str | Path) -> Path:
-    """`path` when it is a file, else a clear error."""
-    file = Path(path)
-    if not file.is_file():
-        raise TokenizerFolderError(
-            f"{file}: no such file",
-            hint='pass a JSONL file of {"messages": [...]}',
-            path=file,
-            parameter="conversations",
-        )
-    return file
 
 
 def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
@@ -123,6 +367,10 @@ def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any
             path=file,
             line=err.lineno,
             parameter="messages",
+        ) from None
+    except RecursionError:
+        raise UsageError(
+            f"{file}: nested too deep", hint='a JSON list of messages, or {"messages": [...]}', path=file
         ) from None
     record = {"messages": data} if isinstance(data, list) else data
     problem = validate_record(record)

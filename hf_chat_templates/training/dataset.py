@@ -1,9 +1,12 @@
-"""`prepare`: training features for a whole JSONL dataset, streamed into a datasets `Dataset` folder (Arrow).
+"""`prepare`: training features for a whole dataset of conversations, streamed into a datasets `Dataset` folder
+(Arrow).
 
-Records are read, rendered and encoded in batches (the next batch renders while the tokenizer encodes the last)
-and written to one Arrow shard as they go; `datasets.load_from_disk` reads the folder. It is written through the
-one writer (`outputs.staged_folder`): staged beside the output, renamed into place at the end, nothing published
-when no record has anything to train.
+Records are read (JSONL, JSON, Parquet, a datasets folder or a Hub dataset: `conversations.records`), normalized for
+the template (`conversations.normalize`), rendered and encoded in batches (the next batch renders while the
+tokenizer encodes the last) and written to one Arrow shard as they go; `datasets.load_from_disk` reads the folder.
+It is written through the one writer (`outputs.staged_folder`): staged beside the output, renamed into place at the
+end. Nothing is published when no record has anything to train, or when more records could not be read,
+normalized or rendered than `max_skipped` allows (a training run never loses its data silently).
 """
 
 from __future__ import annotations
@@ -18,14 +21,21 @@ from typing import Any
 
 from .. import _compat
 from ..conversations.batches import constant, map_batches, progress_bar
-from ..conversations.records import conversations_file, record_batches
-from ..errors import missing_dependency
+from ..conversations.normalize import UNTRAINED, Normalizer, RecordTally, SkipLimit, over_limit
+from ..conversations.records import ConversationSource, open_conversations, record_batches
+from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
 from ..outputs import check_output, staged_folder
-from .features import FEATURE_TYPES, IGNORE_INDEX, TrainingFeatures
+from ..template.rendering import named_template
+from ..template.training_variant import TRAINING_TEMPLATE_NAME
+from .features import FEATURE_TYPES, IGNORE_INDEX, BatchStats, Problems, TrainingFeatures, render_record
+from .packing import PACKED_TYPES, PackStats, pack
 
 DATA_FILE = "data-00000-of-00001.arrow"
-Part = tuple[Any, list[tuple[int, str]], int, int]  # (table, (line, why) left out, records, truncated)
+MAX_LISTED = 100
+# (table, (kind, where, why) of each record left out, normalization steps by name, records, the batch's stats)
+Part = tuple[Any, list[tuple[str, int, str]], dict[str, int], int, BatchStats]
+Batch = list[tuple[int, dict[str, Any]]]
 
 
 @dataclass
@@ -37,14 +47,38 @@ class PrepareReport:
     tokens: int = 0
     trained_tokens: int = 0
     truncated: int = 0
-    bad_lines: list[tuple[int, str]] = field(default_factory=list)
-    skipped: list[tuple[int, str]] = field(default_factory=list)
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)  # could not be read, or not a conversation
+    unrendered: list[tuple[int, str]] = field(default_factory=list)  # the template failed on them
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # nothing to train
     spans_from: str = ""
     tokens_from: str = ""
     stop_tokens: tuple[str, ...] = ()
     token_notes: tuple[str, ...] = ()  # what token inference chose or could not decide
+    unit: str = "line"  # what a record's number counts: a line of the file, or a row
+    tally: RecordTally = field(default_factory=RecordTally)
+    reasoning_field: str | None = None
+    max_skipped: str = "0"
+    over_limit: str = ""  # which limit was crossed and how to raise it; nothing was written
+    encoded: int = 0  # rows encoded, published or not
+    train_on: str = "all"
+    assistant_tokens: int = 0  # what train_on="all" would train in the same records
+    control_spellings: int = 0  # records whose content spells a control token
+    allow_control_tokens_in_content: bool = False  # such spellings kept as control tokens
+    pack: int | None = None  # --pack SEQ_LEN
+    packing: PackStats = field(default_factory=PackStats)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.written) and not self.over_limit
+
+    def note(self, kind: str, where: int, why: str) -> None:
+        self.tally.skip(kind, where, why)
+        listed = self.skipped if kind == UNTRAINED else self.unrendered if kind == "render" else self.bad_lines
+        if len(listed) < MAX_LISTED:
+            listed.append((where, why))
 
     def to_dict(self) -> dict[str, Any]:
+        counts = self.tally.skipped
         return {
             "path": self.path,
             "output": self.output,
@@ -53,60 +87,138 @@ class PrepareReport:
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "truncated": self.truncated,
-            "bad_line_count": len(self.bad_lines),
-            "skipped_count": len(self.skipped),
-            "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
-            "skipped": [{"line": n, "reason": r} for n, r in self.skipped[:100]],
+            "train_on": self.train_on,
+            "assistant_tokens": self.assistant_tokens,
+            "control_spellings": self.control_spellings,
+            "allow_control_tokens_in_content": self.allow_control_tokens_in_content,
+            "pack": self.pack,
+            "packed": vars(self.packing) if self.pack else None,
+            "unit": self.unit,
+            "bad_line_count": counts["read"] + counts["normalize"],
+            "unrendered_count": counts["render"],
+            "skipped_count": counts[UNTRAINED],
+            "bad_lines": [{self.unit: n, "reason": r} for n, r in self.bad_lines],
+            "unrendered": [{self.unit: n, "reason": r} for n, r in self.unrendered],
+            "skipped": [{self.unit: n, "reason": r} for n, r in self.skipped],
+            "skips": self.tally.to_dict(self.reasoning_field),
+            "max_skipped": self.max_skipped,
+            "over_limit": self.over_limit,
             "spans_from": self.spans_from,
             "tokens_from": self.tokens_from,
             "stop_tokens": list(self.stop_tokens),
             "token_notes": list(self.token_notes),
         }
 
+    def _destination(self) -> str:
+        if self.over_limit:
+            return "nothing: too many records left out, so no output written"
+        return self.output or "nothing: no record has anything to train, so no output written"
+
+    def _training_lines(self) -> list[str]:
+        lines = []
+        if self.train_on != "all":
+            lines.append(
+                f"  trains {self.trained_tokens:,} tokens (--train-on {self.train_on}); "
+                f"--train-on all would train {self.assistant_tokens:,}"
+            )
+        if self.control_spellings:
+            how = "kept as control tokens (allowed)" if self.allow_control_tokens_in_content else "encoded as text"
+            lines.append(f"  {self.control_spellings} record(s) spell a control token in their content: {how}")
+        if self.pack:
+            p = self.packing
+            lines.append(
+                f"  packed {p.examples:,} examples into {p.sequences:,} sequences of at most {self.pack} tokens "
+                f"({p.fill:.1%} full); {p.truncated} cut to {self.pack}, {p.dropped} with nothing to train left out"
+            )
+        return lines
+
     def describe(self) -> str:
         lines = [
-            f"prepared {self.written} of {self.records} records from {self.path} into "
-            + (self.output or "nothing: no record has anything to train, so no output written"),
+            f"prepared {self.written} of {self.records} records from {self.path} into {self._destination()}",
             f"  spans from: {self.spans_from}",
             f"  stop tokens: {' '.join(self.stop_tokens)} ({self.tokens_from})",
             *(f"  note: {n}" for n in self.token_notes),
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
             f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
+            *self._training_lines(),
+            *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
         ]
-        problems = sorted(self.bad_lines + self.skipped)
-        if problems:
+        counts = self.tally.skipped
+        total = sum(counts.values())
+        if total:
             lines.append(
-                f"  skipped {len(problems)} line(s): {len(self.bad_lines)} not a conversation, "
-                f"{len(self.skipped)} with nothing to train"
+                f"  skipped {total} {self.unit}(s): {counts['read']} not readable, {counts['normalize']} not a "
+                f"conversation, {counts['render']} do not render (these count toward --max-skipped "
+                f"{self.max_skipped}), {counts[UNTRAINED]} with nothing to train"
             )
-            lines += [f"    line {n}: {reason}" for n, reason in problems[:10]]
-            if len(problems) > 10:
-                lines.append(f"    … and {len(problems) - 10} more (--json lists up to 100)")
+            problems = sorted(self.bad_lines + self.unrendered + self.skipped)
+            lines += [f"    {self.unit} {n}: {reason}" for n, reason in problems[:10]]
+            if total > 10:
+                lines.append(f"    … and {total - 10} more (--json lists up to {MAX_LISTED} of each kind)")
+        if self.over_limit:
+            lines.append(f"  refused: {self.over_limit}")
         return "\n".join(lines)
 
 
-def _table_of_batch(features: TrainingFeatures, batch: list[tuple[int, dict[str, Any]]]) -> Part:
+def _kind(why: str) -> str:
+    """A problem of `TrainingFeatures.render_batch`: the template failed ("render"), or nothing to train."""
+    return "render" if why.startswith("does not render") else UNTRAINED
+
+
+def _normalized(normalizer: Normalizer, batch: Batch) -> tuple[Batch, list[tuple[str, int, str]], dict[str, int]]:
+    """The batch normalized for the template, the records that could not be, and the steps taken."""
+    kept: Batch = []
+    left: list[tuple[str, int, str]] = []
+    steps: dict[str, int] = {}
+    for where, record in batch:
+        try:
+            normal, taken = normalizer.apply(record)
+        except Exception as err:  # a shape no check foresaw: that record is reported, the batch goes on
+            left.append(("normalize", where, f"cannot be normalized ({type(err).__name__}: {err})"))
+            continue
+        kept.append((where, normal))
+        for step in taken:
+            steps[step] = steps.get(step, 0) + 1
+    return kept, left, steps
+
+
+def _finish(features: TrainingFeatures, batch: Batch, rendered: tuple[Any, Problems], pre: Any, count: int) -> Part:
+    table, problems, stats = features.batch_table(*rendered)
+    left, steps = pre
+    return table, left + [(_kind(why), batch[i][0], why) for i, why in problems], steps, count, stats
+
+
+def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) -> Part:
     """One batch as an Arrow table (built where the batch was encoded: it crosses processes as buffers)."""
-    table, problems, truncated = features.table(*features.render_batch([r for _, r in batch]))
-    return table, [(batch[i][0], why) for i, why in problems], len(batch), truncated
+    features, normalizer = state
+    kept, left, steps = _normalized(normalizer, batch)
+    return _finish(features, kept, features.render_batch([r for _, r in kept]), (left, steps), len(batch))
 
 
-def _parts(features: TrainingFeatures, path: Path, report: PrepareReport, workers: int | None) -> Iterator[Part]:
-    batches = record_batches(path, report.bad_lines)
+def _parts(
+    features: TrainingFeatures,
+    normalizer: Normalizer,
+    source: ConversationSource,
+    report: PrepareReport,
+    workers: int | None,
+) -> Iterator[Part]:
+    def unread(kind: str, where: int, why: str) -> None:
+        report.records += 1
+        report.note(kind, where, why)
+
+    batches = record_batches(source, unread, report.tally.applied)
     if workers and workers > 1:
-        yield from map_batches(constant(features), _table_of_batch, batches, workers=workers)
+        yield from map_batches(constant((features, normalizer)), _table_of_batch, batches, workers=workers)
         return
 
     # Render batch k + 1 while batch k is encoded: encode_batch releases the GIL, so the tokenizer's threads and the
     # template's Python overlap.
-    def finish(batch: list[tuple[int, dict[str, Any]]], rendered: Any) -> Part:
-        table, problems, truncated = features.table(*rendered)
-        return table, [(batch[i][0], why) for i, why in problems], len(batch), truncated
-
     with ThreadPoolExecutor(1) as encoder:
         pending = None
         for batch in batches:
-            future = encoder.submit(finish, batch, features.render_batch([r for _, r in batch]))
+            kept, left, steps = _normalized(normalizer, batch)
+            rendered = features.render_batch([r for _, r in kept])
+            future = encoder.submit(_finish, features, kept, rendered, (left, steps), len(batch))
             if pending is not None:
                 yield pending.result()
             pending = future
@@ -132,29 +244,89 @@ def _write_dataset_state(folder: Path) -> None:
 
 
 def _stream(
-    features: TrainingFeatures, path: Path, arrow: Path, report: PrepareReport, workers: int | None, progress: bool
+    features: TrainingFeatures,
+    normalizer: Normalizer,
+    source: ConversationSource,
+    arrow: Path,
+    report: PrepareReport,
+    options: tuple[int | None, bool],
 ) -> None:
     """Every batch into one Arrow shard, counting records, tokens and what was left out."""
     import pyarrow.compute as pc
     from datasets import Features, Sequence, Value
 
-    schema = Features({name: Sequence(Value(kind)) for name, kind in FEATURE_TYPES.items()})
+    workers, progress = options
+    types = PACKED_TYPES if report.pack else FEATURE_TYPES
+    schema = Features({name: Sequence(Value(kind)) for name, kind in types.items()})
     bar = progress_bar(progress)
     with _compat.arrow_writer(features=schema, path=str(arrow)) as writer:
-        for table, problems, count, truncated in _parts(features, path, report, workers):
+        for table, problems, steps, count, stats in _parts(features, normalizer, source, report, workers):
             report.records += count
-            report.truncated += truncated
-            report.skipped += problems
+            report.truncated += stats.truncated
+            report.assistant_tokens += stats.assistant_tokens
+            report.control_spellings += stats.control_spellings
+            for kind, where, why in problems:
+                report.note(kind, where, why)
+            report.tally.add(RecordTally(steps=steps))
+            if report.pack and table.num_rows:
+                # Packed per batch: sequences do not cross batches, so memory stays flat
+                table, packed = pack(table, report.pack)
+                report.packing += packed
             if table.num_rows:
                 writer.write_table(table)
-                report.written += table.num_rows
+                report.encoded += table.num_rows
                 labels = table.column("labels").combine_chunks().flatten()
                 report.tokens += len(labels)
                 report.trained_tokens += len(labels) - (pc.sum(pc.equal(labels, IGNORE_INDEX)).as_py() or 0)
             bar(count)
         writer.finalize()
     bar(0, close=True)
-    report.records += len(report.bad_lines)
+
+
+def template_normalizer(features: TrainingFeatures) -> Normalizer:
+    """The normalization the features' template needs, decided by rendering probes the way records render."""
+    state = features.state
+    names = (None, "tool_use", TRAINING_TEMPLATE_NAME)
+    sources = (
+        [features.template] if features.template else [named_template(state.tokenizer, n or "default") for n in names]
+    )
+
+    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        return render_record(state, {"messages": messages, "tools": tools})[0]
+
+    return Normalizer.for_template(render, sources)
+
+
+def _features(
+    choice: Any,
+    family: str | None,
+    max_length: int | None,
+    stop_tokens: Iterable[str] | None,
+    control_tokens: Iterable[str] | None,
+    training: dict[str, Any],
+) -> TrainingFeatures:
+    var = choice.variant if family else None
+    return TrainingFeatures(
+        choice.path,
+        template=choice.template,
+        kwargs=choice.kwargs,
+        max_length=max_length,
+        stop_tokens=tuple(stop_tokens) if stop_tokens is not None else (var.stop_tokens if var else None),
+        control_tokens=(*(control_tokens or ()), *(var.control_tokens if var else ())) or None,
+        **training,
+    )
+
+
+def _check_prepare_options(pack: int | None) -> None:
+    if pack is not None and pack < 1:
+        raise UsageError(
+            f"{option('pack')} {pack}: a sequence length is at least 1", hint=f"{option('pack')} 4096", parameter="pack"
+        )
+    try:
+        import pyarrow.compute  # noqa: F401
+        from datasets import Features  # noqa: F401
+    except ImportError:
+        raise missing_dependency("datasets", "train", "prepare") from None
 
 
 def prepare(
@@ -172,48 +344,69 @@ def prepare(
     workers: int | None = None,
     force: bool = False,
     progress: bool = False,
+    input_format: str = "auto",
+    messages_column: str | None = None,
+    tools_column: str = "tools",
+    split: str | None = None,
+    max_skipped: int | str = 0,
+    train_on: str = "all",
+    allow_control_tokens_in_content: bool = False,
+    pack: int | None = None,
 ) -> PrepareReport:
-    """Stream a JSONL file of conversations into a datasets `Dataset` saved at `output` (written atomically).
+    """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically).
 
-    `stop_tokens` declares the tokens that end an assistant turn (they replace the family's or inferred ones);
-    `control_tokens` declares control tokens the template writes, used with those found."""
-    try:
-        import pyarrow.compute  # noqa: F401
-        from datasets import Features  # noqa: F401
-    except ImportError:
-        raise missing_dependency("datasets", "train", "prepare") from None
-    path = conversations_file(conversations)
+    `conversations` is a JSONL, JSON or Parquet file, a datasets folder or a Hub dataset id (its `split`, default
+    train); `input_format` is auto, openai, sharegpt or messages, read from `messages_column` (default messages,
+    ShareGPT: conversations) and `tools_column`. `max_skipped` (N records, or "P%") bounds the records that cannot be
+    read, normalized or rendered: above it nothing is written and `report.over_limit` says why. `stop_tokens`
+    declares the tokens that end an assistant turn (they replace the family's or inferred ones); `control_tokens`
+    declares control tokens the template writes, used with those found. `train_on` (all, last, weighted: a
+    message's `weight` 0/1 or `train` key) picks the turns trained; content that spells a control token is encoded
+    as text unless `allow_control_tokens_in_content`; `pack` packs rows into sequences of at most that many tokens
+    (best fit, `position_ids` restarting per example, as TRL's padding-free training reads them)."""
+    _check_prepare_options(pack)
+    limit = SkipLimit.parse(max_skipped)
+    data = open_conversations(
+        conversations,
+        input_format=input_format,
+        messages_column=messages_column,
+        tools_column=tools_column,
+        split=split,
+    )
     out = Path(output).absolute()
     check_output(out, force=force)
     choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
-    var = choice.variant if family else None
-    features = TrainingFeatures(
-        choice.path,
-        template=choice.template,
-        kwargs=choice.kwargs,
-        max_length=max_length,
-        stop_tokens=tuple(stop_tokens) if stop_tokens is not None else (var.stop_tokens if var else None),
-        control_tokens=(*(control_tokens or ()), *(var.control_tokens if var else ())) or None,
-    )
+    training: dict[str, Any] = {
+        "train_on": train_on,
+        "allow_control_tokens_in_content": allow_control_tokens_in_content,
+    }
+    features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     state = features.state
+    normalizer = template_normalizer(features)
     report = PrepareReport(
-        path=str(path),
+        path=data.name,
         output=str(out),
         spans_from=state.spans_from,
         tokens_from=state.tokens_from,
         stop_tokens=state.stops,
         token_notes=state.token_notes,
+        unit=data.unit,
+        reasoning_field=normalizer.reasoning_field,
+        max_skipped=limit.text,
+        **{**training, "pack": pack},
     )
     # The caller's objects (a notebook's dataset, say) are moved out of the collector's way: each batch allocates
     # many short-lived objects, and every collection would otherwise walk everything the process holds.
     gc.freeze()
     try:
         with staged_folder(out, force=force) as staging:
-            _stream(features, path, staging.path / DATA_FILE, report, workers, progress)
-            if not report.written:  # an empty Arrow file is not a loadable dataset; write nothing
+            _stream(features, normalizer, data, staging.path / DATA_FILE, report, (workers, progress))
+            report.over_limit = over_limit(report.tally, report.records, limit)
+            if report.over_limit or not report.encoded:  # an empty Arrow file is not a loadable dataset
                 report.output = ""
                 staging.discard()
             else:
+                report.written = report.encoded
                 _write_dataset_state(staging.path)
     finally:
         gc.unfreeze()

@@ -1,7 +1,9 @@
-"""`verify --conversations`: the per-record checks over a JSONL dataset, streamed, in batches, in workers.
+"""`verify --conversations`: the per-record checks over a dataset of conversations, streamed, in batches, in workers.
 
-Each line is `{"messages": [...], "tools": [...]}`. A line that is not JSON, or a record without a list of messages
-with roles, is reported by line number and skipped; the run goes on. Per record: `renders`, then the record checks
+Records are read as `prepare` reads them (JSONL, JSON, Parquet, a datasets folder or a Hub dataset; OpenAI,
+messages or ShareGPT records: `conversations.records`) and normalized for the template the same way
+(`conversations.normalize`). A line that cannot be read or is not a conversation is reported by its number and
+skipped; the run goes on, and no record aborts it. Per record: `renders`, then the record checks
 of `checks.RECORD_CHECKS`: `no-double-bos` (the rendered string tokenized with the tokenizer's defaults),
 `decode-roundtrip` (decoded, or proven by construction where the tokenizer cannot lose text: byte-level BPE always,
 SentencePiece unless the text holds "▁"), `nothing-dropped` (every string content and tool-call name appears in
@@ -18,7 +20,8 @@ from typing import Any
 
 from .. import _compat
 from ..conversations.batches import map_batches, progress_bar, render_batch
-from ..conversations.records import conversations_file, record_batches
+from ..conversations.normalize import Normalizer, RecordTally, SkipLimit, over_limit
+from ..conversations.records import open_conversations, record_batches
 from ..errors import UsageError, option
 from ..families.source import choose_template
 from ..template.limits import RenderLimits
@@ -30,6 +33,7 @@ from .checks.tokens import bos_positions
 from .context import RecordContext
 
 MAX_EXAMPLES = 5
+MAX_LISTED = 100
 
 
 def _no_template(source: str | Path) -> UsageError:
@@ -47,24 +51,45 @@ class DatasetReport:
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     failed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RECORD_CHECK_IDS, 0))
     examples: dict[str, list[tuple[int, str]]] = field(default_factory=lambda: {c: [] for c in RECORD_CHECK_IDS})
+    tally: RecordTally = field(default_factory=RecordTally)
+    unit: str = "line"  # what a record's number counts: a line of the file, or a row
+    reasoning_field: str | None = None
+    max_skipped: str = ""  # no limit unless given
+    over_limit: str = ""
 
     @property
     def ok(self) -> bool:
-        return not any(self.failed[c] for c in RECORD_CHECK_IDS if c not in WARNING_ONLY)
+        return not self.over_limit and not any(self.failed[c] for c in RECORD_CHECK_IDS if c not in WARNING_ONLY)
+
+    def note(self, kind: str, where: int, why: str) -> None:
+        """A record left out before it could be checked (it could not be read, or is not a conversation)."""
+        self.tally.skip(kind, where, why)
+        if len(self.bad_lines) < MAX_LISTED:
+            self.bad_lines.append((where, why))
 
     def add(self, other: DatasetReport) -> None:
         self.records += other.records
-        self.bad_lines += other.bad_lines
+        self.bad_lines = sorted(self.bad_lines + other.bad_lines)[:MAX_LISTED]
+        self.tally.add(other.tally)
+        self.reasoning_field = self.reasoning_field or other.reasoning_field
         for c in RECORD_CHECK_IDS:
             self.failed[c] += other.failed[c]
             self.examples[c] = (self.examples[c] + other.examples[c])[:MAX_EXAMPLES]
+
+    @property
+    def bad_line_count(self) -> int:
+        return self.tally.skipped["read"] + self.tally.skipped["normalize"]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "records": self.records,
-            "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines[:100]],
-            "bad_line_count": len(self.bad_lines),
+            "unit": self.unit,
+            "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines],
+            "bad_line_count": self.bad_line_count,
+            "skips": self.tally.to_dict(self.reasoning_field),
+            "max_skipped": self.max_skipped,
+            "over_limit": self.over_limit,
             "checks": {
                 c: {
                     "failed": self.failed[c],
@@ -76,14 +101,20 @@ class DatasetReport:
         }
 
     def describe(self) -> str:
-        lines = [f"conversations {self.path}: {self.records} records checked, {len(self.bad_lines)} bad lines skipped"]
+        lines = [
+            f"conversations {self.path}: {self.records} records checked, {self.bad_line_count} bad {self.unit}s "
+            "skipped",
+            *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
+        ]
         for n, reason in self.bad_lines[:MAX_EXAMPLES]:
-            lines.append(f"  bad line {n}: {reason}")
+            lines.append(f"  bad {self.unit} {n}: {reason}")
         for c in RECORD_CHECK_IDS:
             status = "ok" if not self.failed[c] else ("warn" if c in WARNING_ONLY else "FAIL")
             lines.append(f"  {status:<4} {c:<20} {self.records - self.failed[c]} passed, {self.failed[c]} failed")
             for n, message in self.examples[c]:
-                lines.append(f"       line {n}: {message}")
+                lines.append(f"       {self.unit} {n}: {message}")
+        if self.over_limit:
+            lines.append(f"  FAIL {self.over_limit}")
         return "\n".join(lines)
 
 
@@ -107,9 +138,24 @@ class RecordChecker:
         self.controls = tuple(
             t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special and t.content in self.template
         )
+        self.normalizer = Normalizer.for_template(
+            lambda messages, tools: self._render_one({"messages": messages, "tools": tools}), [self.template]
+        )
 
     def check(self, batch: list[tuple[int, dict[str, Any]]]) -> DatasetReport:
         return self.finish(*self.render(batch))
+
+    def _normalized(self, report: DatasetReport, batch: list[tuple[int, dict[str, Any]]]) -> list[Any]:
+        kept = []
+        for number, record in batch:
+            try:
+                normal, steps = self.normalizer.apply(record)
+            except Exception as err:  # a shape no check foresaw: that record is reported, the batch goes on
+                report.note("normalize", number, f"cannot be normalized ({type(err).__name__}: {err})")
+                continue
+            report.tally.applied(steps)
+            kept.append((number, normal))
+        return kept
 
     def _render_one(self, record: dict[str, Any]) -> str:
         return _compat.render_conversations(
@@ -120,12 +166,15 @@ class RecordChecker:
         self, batch: list[tuple[int, dict[str, Any]]]
     ) -> tuple[DatasetReport, list[tuple[int, dict[str, Any], str]]]:
         """Render a batch (Python, holds the GIL); `finish` encodes and checks it."""
-        report = DatasetReport(path="", records=len(batch))
+        report = DatasetReport(path="", reasoning_field=self.normalizer.reasoning_field)
+        batch = self._normalized(report, batch)
+        report.records = len(batch)
         texts = []
         for index, text, problem in render_batch([r for _, r in batch], self._render_one, limits=self.limits):
             number, record = batch[index]
             if text is None:
                 _fail(report, "renders", number, str(problem))
+                report.tally.skip("render", number, str(problem))
             else:
                 texts.append((number, record, text))
         return report, texts
@@ -163,7 +212,10 @@ class RecordChecker:
             bos = self._bos_count(record_ids)
             rc = RecordContext(record, text, record_ids, back, bos, self.controls)
             for check_id, check in RECORD_CHECKS:
-                message = check(rc)
+                try:
+                    message = check(rc)
+                except Exception as err:  # a record shape the check did not foresee: that record fails it
+                    message = f"the check could not run on this record ({type(err).__name__}: {err})"
                 if message is not None:
                     _fail(report, check_id, number, message)
         return report
@@ -187,20 +239,39 @@ def verify_conversations(
     revision: str | None = None,
     token: str | None = None,
     progress: bool = False,
+    input_format: str = "auto",
+    messages_column: str | None = None,
+    tools_column: str = "tools",
+    split: str | None = None,
+    max_skipped: int | str | None = None,
 ) -> DatasetReport:
-    """Run the per-record checks over a JSONL file, streaming it in batches (in `workers` processes)."""
-    path = conversations_file(conversations)
+    """Run the per-record checks over a dataset of conversations, streaming it in batches (in `workers` processes).
+
+    `conversations`, `input_format`, `messages_column`, `tools_column` and `split` are read as `prepare` reads
+    them. With `max_skipped` (N records, or "P%"), more records that cannot be read, normalized or rendered than
+    that make the report fail (`over_limit` says why); without it, they are reported and the checks decide."""
+    limit = SkipLimit.parse(max_skipped) if max_skipped is not None else None
+    data = open_conversations(
+        conversations,
+        input_format=input_format,
+        messages_column=messages_column,
+        tools_column=tools_column,
+        split=split,
+    )
     choice = choose_template(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
     )
     if choice.template is None and read_folder(choice.path).named_template("default") is None:
         # Said here, before any worker starts: a worker that fails to start is restarted, not reported.
         raise _no_template(choice.path)
-    report = DatasetReport(path=str(path))
+    report = DatasetReport(path=data.name, unit=data.unit, max_skipped=limit.text if limit else "")
     bar = progress_bar(progress)
     factory = functools.partial(RecordChecker, str(choice.path), choice.template, choice.kwargs)
-    for part in map_batches(factory, RecordChecker.check, record_batches(path, report.bad_lines), workers=workers):
+    batches = record_batches(data, report.note, report.tally.applied)
+    for part in map_batches(factory, RecordChecker.check, batches, workers=workers):
         report.add(part)
         bar(part.records)
     bar(0, close=True)
+    if limit is not None:
+        report.over_limit = over_limit(report.tally, report.records + report.bad_line_count, limit)
     return report

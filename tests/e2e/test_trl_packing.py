@@ -7,12 +7,13 @@ Optional: TRL needs torch (`pip install -e '.[trl]'`); without them these tests 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hf_chat_templates import TrainingFeatures
+from hf_chat_templates import TrainingFeatures, prepare
 from hf_chat_templates.training.features import IGNORE_INDEX
 from hf_chat_templates.training.packing import best_fit_decreasing, pack
 
@@ -93,10 +94,10 @@ def test_collators_make_the_same_batch_of_the_examples_unpacked(unpacked: dict[s
         assert collated["labels"][0].tolist() == expected["labels"]
 
 
-def test_sft_trainer_takes_a_step_on_packed_rows(good: Path, unpacked: dict, tmp_path: Path) -> None:
+def test_sft_trainer_takes_a_step_on_prepares_packed_output(good: Path, unpacked: dict, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
-    from datasets import Dataset
+    from datasets import load_from_disk
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tok = AutoTokenizer.from_pretrained(str(good))
@@ -119,10 +120,14 @@ def test_sft_trainer_takes_a_step_on_packed_rows(good: Path, unpacked: dict, tmp
         use_cpu=True,
         dataset_num_proc=None,
     )
+    data = tmp_path / "c.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n", encoding="utf-8")
+    report = prepare(good, data, tmp_path / "packed", pack=SEQ_LEN)
+    assert report.ok and report.packing.sequences > 0, report.describe()
+    dataset = load_from_disk(str(tmp_path / "packed"))
     packed, _ = pack(unpacked, SEQ_LEN)
-    trainer = trl.SFTTrainer(
-        model=LlamaForCausalLM(config), args=args, processing_class=tok, train_dataset=Dataset.from_dict(packed)
-    )
+    assert dataset["input_ids"] == packed["input_ids"] and dataset["position_ids"] == packed["position_ids"]
+    trainer = trl.SFTTrainer(model=LlamaForCausalLM(config), args=args, processing_class=tok, train_dataset=dataset)
     assert trainer.train_dataset["input_ids"] == packed["input_ids"]
     assert trainer.train_dataset["labels"] == packed["labels"]
     result = trainer.train()

@@ -39,8 +39,12 @@ def test_bad_lines_are_reported_by_number_and_skipped(chatml: Path, tmp_path: Pa
         "",
         json.dumps(CONVERSATIONS[1]),
     ]
-    report = prepare(chatml, write_jsonl(tmp_path / "c.jsonl", lines), tmp_path / "out")
-    assert report.written == 2 and report.records == 5
+    data = write_jsonl(tmp_path / "c.jsonl", lines)
+    refused = prepare(chatml, data, tmp_path / "refused")
+    assert refused.written == 0 and not refused.ok and "--max-skipped" in refused.over_limit
+    assert not (tmp_path / "refused").exists()  # nothing written past the limit
+    report = prepare(chatml, data, tmp_path / "out", max_skipped=2)
+    assert report.written == 2 and report.records == 5 and report.ok
     assert [n for n, _ in report.bad_lines] == [2, 3]
     assert report.skipped == [(4, "no assistant turn to train")]
     text = report.describe()
@@ -87,6 +91,13 @@ def test_cli_prepare_prints_the_counts_and_exits_0(chatml: Path, tmp_path: Path,
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(CONVERSATIONS[0]), "oops"])
     code, out, err = run(
         capsys, "prepare", str(chatml), "--conversations", str(data), "--output", str(tmp_path / "out")
+    )
+    assert code == 1 and "refused:" in out and "--max-skipped" in out  # one bad line, over the default 0
+    assert not (tmp_path / "out").exists()
+    code, out, err = run(
+        capsys,
+        *("prepare", str(chatml), "--conversations", str(data), "--output", str(tmp_path / "out")),
+        *("--max-skipped", "1"),
     )
     assert code == 0, err
     assert "prepared 1 of 2 records" in out and "line 2: not JSON" in out

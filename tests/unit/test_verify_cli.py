@@ -48,7 +48,7 @@ def test_verify_failing_template_exits_1(capsys: pytest.CaptureFixture[str], goo
         ),
         (["verify", "{good}", "--family", "gpt-oss", "--template", "{tmp}/broken.jinja"], "not both"),
         (["verify", "{good}", "--conversations", "{tmp}/missing.jsonl"], "missing.jsonl: no such file"),
-        (["verify", "--all", "{good}"], "drop SOURCE"),
+        (["verify", "--all", "{good}"], "SOURCE would be ignored"),
         (["verify"], "missing SOURCE"),
     ],
 )
@@ -81,6 +81,8 @@ def test_conversations_with_bad_lines(capsys: pytest.CaptureFixture[str], good: 
         )
     )
     code, out, _ = run(capsys, "verify", str(good), "--conversations", str(data), "--json")
+    assert code == 1  # 4 bad lines, over the default --max-skipped 0
+    code, out, _ = run(capsys, "verify", str(good), "--conversations", str(data), "--json", "--max-skipped", "4")
     assert code == 0
     doc = json.loads(out)["conversations"]
     assert doc["records"] == 2
