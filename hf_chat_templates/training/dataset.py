@@ -395,6 +395,21 @@ def prepare(
         max_skipped=limit.text,
         **{**training, "pack": pack},
     )
+    _publish(features, normalizer, data, out, report, limit, (workers, progress, force))
+    return report
+
+
+def _publish(
+    features: TrainingFeatures,
+    normalizer: Normalizer,
+    data: ConversationSource,
+    out: Path,
+    report: PrepareReport,
+    limit: SkipLimit,
+    options: tuple[int | None, bool, bool],
+) -> None:
+    """Stream into a staging folder, then publish it, or discard it past the skip limit or with nothing written."""
+    workers, progress, force = options
     # The caller's objects (a notebook's dataset, say) are moved out of the collector's way: each batch allocates
     # many short-lived objects, and every collection would otherwise walk everything the process holds.
     gc.freeze()
@@ -410,4 +425,3 @@ def prepare(
                 _write_dataset_state(staging.path)
     finally:
         gc.unfreeze()
-    return report

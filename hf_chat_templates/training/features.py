@@ -44,6 +44,7 @@ from ..tokenizer.folder import read_folder
 from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
 
 IGNORE_INDEX = -100
+_UNRENDERED = "a plain two-exchange conversation does not render"
 FEATURE_TYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int32"}
 TRAIN_ON = ("all", "last", "weighted")
 WEIGHT_KEYS = ("weight", "train")
@@ -140,17 +141,25 @@ def load_state(
 ) -> FeatureState:
     from transformers import AutoTokenizer
 
+    folder = Path(source)
+    # The folder through the validated reader first: a corrupt file is named, never an unexpected error
+    files = read_folder(folder) if folder.is_dir() else None
     tokenizer = AutoTokenizer.from_pretrained(source)
     plain, marked, origin = _templates(tokenizer, source, template)
-    folder = Path(source)
     tokens = template_tokens(
         tokenizer,
         plain,
         kwargs=kwargs,
         stop_tokens=stop_tokens,
         control_tokens=control_tokens,
-        generation_config=read_folder(folder).generation_config if folder.is_dir() else None,
+        generation_config=files.generation_config if files is not None else None,
     )
+    if tokens.notes and tokens.notes[0].startswith(_UNRENDERED):
+        raise UsageError(
+            f"{'the template file' if template else source + ': the chat template'}: {tokens.notes[0]}",
+            hint="fix the template: hf-chat-templates verify SRC --template FILE shows where and why it fails",
+            parameter="template",
+        )
     if not tokens.stop_tokens:
         raise UsageError(
             ("; ".join(tokens.notes) if tokens.notes else "no stop token is known for this template")
