@@ -31,14 +31,20 @@ def render_batch(
     *,
     limits: RenderLimits | None = None,
     text_of: Callable[[R], str] = _whole_text,
+    budget_chars: int | None = None,
 ) -> list[tuple[int, R | None, str | None]]:
     """(index, rendering, None) or (index, None, why) for each item. `text_of(rendering)` is the text whose size
-    the limits bound (default: the rendering itself, or its first element)."""
+    the limits bound (default: the rendering itself, or its first element). With `budget_chars`, rendering stops
+    after the item that brings the renderings kept past that many characters: the outcomes cover a prefix of
+    `items` (at least one), so a batch of huge renderings is encoded in parts, never all held at once."""
     limits = limits or RenderLimits.from_env()
 
     def run(guard_each: bool) -> list[tuple[int, R | None, str | None]]:
         outcomes: list[tuple[int, R | None, str | None]] = []
+        held = 0
         for index, item in enumerate(items):
+            if budget_chars is not None and held > budget_chars:
+                break
             try:
                 with limited(limits) if guard_each else contextlib.nullcontext():
                     value = render_one(item)
@@ -51,6 +57,7 @@ def render_batch(
                 outcomes.append((index, None, describe_exception(err)))
             else:
                 outcomes.append((index, value, None))
+                held += len(text_of(value))
         return outcomes
 
     try:

@@ -33,6 +33,9 @@ from .packing import PACKED_TYPES, PackStats, pack
 
 DATA_FILE = "data-00000-of-00001.arrow"
 MAX_LISTED = 100
+# Rendered characters held at once per batch: past it the batch is encoded in parts (a hostile or huge template
+# would otherwise pile up 2,048 renderings of up to the render limit each).
+RENDER_BUDGET_CHARS = 64_000_000
 # (table, (kind, where, why) of each record left out, normalization steps by name, records, the batch's stats)
 Part = tuple[Any, list[tuple[str, int, str]], dict[str, int], int, BatchStats]
 Batch = list[tuple[int, dict[str, Any]]]
@@ -188,11 +191,29 @@ def _finish(features: TrainingFeatures, batch: Batch, rendered: tuple[Any, Probl
     return table, left + [(_kind(why), batch[i][0], why) for i, why in problems], steps, count, stats
 
 
+def _finish_in_parts(features: TrainingFeatures, kept: Batch, first: Any, pre: Any, count: int) -> Part:
+    """A batch whose renderings exceed RENDER_BUDGET_CHARS: each part encoded before the next renders, so the
+    renderings held at once stay within the budget (a template that writes megabytes per record)."""
+    import pyarrow as pa
+
+    rendered, problems, consumed = first
+    table, left, steps, _, stats = _finish(features, kept[:consumed], (rendered, problems), pre, count)
+    tables = [table]
+    while consumed < len(kept):
+        part = kept[consumed:]
+        rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
+        table, more, _, _, more_stats = _finish(features, part[:done], (rendered, problems), ([], {}), 0)
+        tables.append(table)
+        left, stats, consumed = left + more, stats + more_stats, consumed + done
+    return pa.concat_tables(tables), left, steps, count, stats
+
+
 def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) -> Part:
     """One batch as an Arrow table (built where the batch was encoded: it crosses processes as buffers)."""
     features, normalizer = state
     kept, left, steps = _normalized(normalizer, batch)
-    return _finish(features, kept, features.render_batch([r for _, r in kept]), (left, steps), len(batch))
+    first = features.render_part([r for _, r in kept], RENDER_BUDGET_CHARS)
+    return _finish_in_parts(features, kept, first, (left, steps), len(batch))
 
 
 def _parts(
@@ -212,13 +233,19 @@ def _parts(
         return
 
     # Render batch k + 1 while batch k is encoded: encode_batch releases the GIL, so the tokenizer's threads and the
-    # template's Python overlap.
+    # template's Python overlap. A batch whose renderings exceed the budget is encoded here, in parts.
     with ThreadPoolExecutor(1) as encoder:
         pending = None
         for batch in batches:
             kept, left, steps = _normalized(normalizer, batch)
-            rendered = features.render_batch([r for _, r in kept])
-            future = encoder.submit(_finish, features, kept, rendered, (left, steps), len(batch))
+            rendered, problems, consumed = features.render_part([r for _, r in kept], RENDER_BUDGET_CHARS)
+            if consumed < len(kept):
+                if pending is not None:
+                    yield pending.result()
+                    pending = None
+                yield _finish_in_parts(features, kept, (rendered, problems, consumed), (left, steps), len(batch))
+                continue
+            future = encoder.submit(_finish, features, kept, (rendered, problems), (left, steps), len(batch))
             if pending is not None:
                 yield pending.result()
             pending = future

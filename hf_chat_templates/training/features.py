@@ -393,9 +393,18 @@ class TrainingFeatures:
 
     def render_batch(self, records: list[dict[str, Any]]) -> tuple[list[Rendered], Problems]:
         """Render every record under limits: the records with assistant spans, and why each other is left out."""
+        rendered, problems, _ = self.render_part(records)
+        return rendered, problems
+
+    def render_part(
+        self, records: list[dict[str, Any]], budget_chars: int | None = None
+    ) -> tuple[list[Rendered], Problems, int]:
+        """`render_batch` on the first records whose renderings fit `budget_chars` (at least one), and how many
+        records it covers: the rest is rendered in the next part."""
         rendered: list[Rendered] = []
         problems: Problems = []
-        for index, value, problem in render_batch(records, self.render_one, text_of=_text_of):
+        outcomes = render_batch(records, self.render_one, text_of=_text_of, budget_chars=budget_chars)
+        for index, value, problem in outcomes:
             if value is None:
                 problems.append((index, f"does not render: {_capped(str(problem))}"))
             elif not value.spans:
@@ -407,7 +416,7 @@ class TrainingFeatures:
                     problems.append((index, str(err)))
                     continue
                 rendered.append(value._replace(at=index, trained=trained))
-        return rendered, problems
+        return rendered, problems, len(outcomes)
 
     def encoded(self, records: list[dict[str, Any]]) -> tuple[Any, Any, Any, Problems]:
         """Flat arrays for the records that train something: (row offsets, input ids, labels), int32 numpy arrays
