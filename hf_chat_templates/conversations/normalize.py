@@ -30,6 +30,8 @@ from .formats import SHAREGPT_STEP, TOOLS_STEP
 ARGUMENTS_STEP = "arguments"
 NULL_CONTENT_STEP = "null-content"
 REASONING_STEP = "reasoning"
+REASONING_DROPPED = "reasoning-dropped"  # a field lost: counts toward max_skipped like a record left out
+LOSSES = (REASONING_DROPPED,)
 REASONING_FIELDS = ("reasoning_content", "thinking")
 _ALIASES = ("reasoning_content", "reasoning", "thinking")
 _THINK = re.compile(r"\s*<think>(.*?)</think>\s*", re.DOTALL)
@@ -75,6 +77,34 @@ def reads_reasoning(sources: Iterable[str | None]) -> str | None:
     return next((name for name in REASONING_FIELDS if re.search(rf"\b{name}\b", text)), None)
 
 
+class RecordProblem(ValueError):
+    """Why a record cannot be normalized, in words that name the message and the value."""
+
+
+def _non_finite(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_arguments(index: int, call: dict[str, Any]) -> None:
+    """A call's string arguments must be a JSON object (the OpenAI format): anything else would be trained as
+    written, or fail in the template with a misleading message."""
+    function = call.get("function", call) if isinstance(call, dict) else {}
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        return
+    shown = arguments if len(arguments) <= 60 else arguments[:59] + "…"
+    try:
+        parsed = json.loads(arguments, parse_constant=_non_finite)
+    except (ValueError, RecursionError):
+        raise RecordProblem(
+            f"message {index}: tool call {function.get('name')!r}: arguments {shown!r} are not JSON"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise RecordProblem(
+            f"message {index}: tool call {function.get('name')!r}: arguments {shown!r} are not a JSON object"
+        )
+
+
 @dataclass(frozen=True)
 class Normalizer:
     """The steps a template needs; `apply(record)` gives the record to render and the names of the steps taken."""
@@ -101,6 +131,9 @@ class Normalizer:
     def apply(self, record: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
         """`record` with the steps applied (a copy of what changed; the input is not modified) and their names."""
         steps: set[str] = set()
+        for index, message in enumerate(record["messages"]):
+            for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
+                _check_arguments(index, call)
         messages = [self._message(m, steps) for m in record["messages"]]
         if not steps:
             return record, ()
@@ -124,6 +157,8 @@ class Normalizer:
             if moved is not None:
                 out = moved
                 steps.add(REASONING_STEP)
+        elif any(isinstance(message.get(k), str) and message[k].strip() for k in _ALIASES):
+            steps.add(REASONING_DROPPED)  # rendered as the data is; the report counts the loss
         return out
 
     def describe_step(self, step: str) -> str:
@@ -168,6 +203,8 @@ def step_description(step: str, reasoning_field: str | None = None) -> str:
         TOOLS_STEP: "parsed a JSON-string tools column into a list",
         ARGUMENTS_STEP: "parsed JSON-string tool-call arguments into mappings (the template needs them)",
         NULL_CONTENT_STEP: 'replaced null content of assistant tool-call turns with "" (the template fails on null)',
+        REASONING_DROPPED: "reasoning (reasoning_content, reasoning, thinking) dropped: the template renders no "
+        "reasoning (counts toward --max-skipped)",
         REASONING_STEP: f"moved reasoning (reasoning, thinking, <think>…</think>) into '{reasoning_field}' "
         "(the field the template reads)",
     }.get(step, step)
@@ -234,8 +271,8 @@ class RecordTally:
 
     @property
     def counted(self) -> int:
-        """Records left out that count toward `max_skipped`."""
-        return sum(self.skipped[k] for k in SKIP_KINDS)
+        """Records left out, or written with a field lost, that count toward `max_skipped`."""
+        return sum(self.skipped[k] for k in SKIP_KINDS) + sum(self.steps.get(s, 0) for s in LOSSES)
 
     def to_dict(self, reasoning_field: str | None = None) -> dict[str, Any]:
         return {
@@ -252,7 +289,10 @@ def over_limit(tally: RecordTally, records: int, limit: SkipLimit) -> str:
     """Why the run is refused (which limit was crossed and how to raise it), or ""."""
     if not limit.crossed(tally.counted, records):
         return ""
-    kinds = ", ".join(f"{tally.skipped[k]} {k}" for k in SKIP_KINDS if tally.skipped[k])
+    kinds = ", ".join(
+        [f"{tally.skipped[k]} {k}" for k in SKIP_KINDS if tally.skipped[k]]
+        + [f"{tally.steps[s]} {step_description(s).split(':')[0]}" for s in LOSSES if tally.steps.get(s)]
+    )
     return (
         f"{tally.counted} of {records} records could not be used ({kinds}), more than --max-skipped {limit.text} "
         "allows; fix them, or raise the limit (--max-skipped N records, or P% of them) to accept the loss"

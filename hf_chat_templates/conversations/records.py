@@ -165,7 +165,7 @@ def _dataset_rows(dataset: Any, where: str, messages_column: str | None, tools_c
     if not columns:
         raise UsageError(
             f"{where}: no conversation column among {', '.join(dataset.column_names)}",
-            hint="name it: messages_column=NAME (ShareGPT data: conversations)",
+            hint=f"name it: {option('messages_column')} NAME (ShareGPT data: conversations)",
             path=where,
             parameter="conversations",
         )
@@ -182,7 +182,7 @@ def _one_split(found: Any, where: str, split: str | None) -> Any:
     if name not in names:
         raise UsageError(
             f"{where}: no split {name or 'chosen'!r}; it has {', '.join(names)}",
-            hint="choose one: split=NAME",
+            hint=f"choose one: {option('split')} NAME",
             path=where,
             parameter="conversations",
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 
 from .. import _compat
 from ..conversations.batches import constant, map_batches, progress_bar
-from ..conversations.normalize import UNTRAINED, Normalizer, RecordTally, SkipLimit, over_limit
+from ..conversations.normalize import UNTRAINED, Normalizer, RecordProblem, RecordTally, SkipLimit, over_limit
 from ..conversations.records import ConversationSource, open_conversations, record_batches
 from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
@@ -163,9 +164,15 @@ class PrepareReport:
         return "\n".join(lines)
 
 
+_MALFORMED_WEIGHT = re.compile(r"message \d+: (weight|train) .* (is not|disagree)")
+
+
 def _kind(why: str) -> str:
-    """A problem of `TrainingFeatures.render_batch`: the template failed ("render"), or nothing to train."""
-    return "render" if why.startswith("does not render") else UNTRAINED
+    """A problem of `TrainingFeatures.render_batch`: the template failed ("render"), a malformed `weight` or
+    `train` key ("normalize"), or nothing to train."""
+    if why.startswith("does not render"):
+        return "render"
+    return "normalize" if _MALFORMED_WEIGHT.match(why) else UNTRAINED
 
 
 def _normalized(normalizer: Normalizer, batch: Batch) -> tuple[Batch, list[tuple[str, int, str]], dict[str, int]]:
@@ -176,6 +183,9 @@ def _normalized(normalizer: Normalizer, batch: Batch) -> tuple[Batch, list[tuple
     for where, record in batch:
         try:
             normal, taken = normalizer.apply(record)
+        except RecordProblem as err:
+            left.append(("normalize", where, str(err)))
+            continue
         except Exception as err:  # a shape no check foresaw: that record is reported, the batch goes on
             left.append(("normalize", where, f"cannot be normalized ({type(err).__name__}: {err})"))
             continue
@@ -295,13 +305,13 @@ def _stream(
             for kind, where, why in problems:
                 report.note(kind, where, why)
             report.tally.add(RecordTally(steps=steps))
+            report.encoded += table.num_rows
             if report.pack and table.num_rows:
                 # Packed per batch: sequences do not cross batches, so memory stays flat
                 table, packed = pack(table, report.pack)
                 report.packing += packed
             if table.num_rows:
                 writer.write_table(table)
-                report.encoded += table.num_rows
                 labels = table.column("labels").combine_chunks().flatten()
                 report.tokens += len(labels)
                 report.trained_tokens += len(labels) - (pc.sum(pc.equal(labels, IGNORE_INDEX)).as_py() or 0)
@@ -407,6 +417,8 @@ def prepare(
         "train_on": train_on,
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
     }
+    if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
+        max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     state = features.state
     normalizer = template_normalizer(features)

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import _compat
 from ..conversations.batches import map_batches, progress_bar, render_batch
-from ..conversations.normalize import Normalizer, RecordTally, SkipLimit, over_limit
+from ..conversations.normalize import Normalizer, RecordProblem, RecordTally, SkipLimit, over_limit
 from ..conversations.records import open_conversations, record_batches
 from ..errors import UsageError, option
 from ..families.source import choose_template
@@ -150,6 +150,9 @@ class RecordChecker:
         for number, record in batch:
             try:
                 normal, steps = self.normalizer.apply(record)
+            except RecordProblem as err:
+                report.note("normalize", number, str(err))
+                continue
             except Exception as err:  # a shape no check foresaw: that record is reported, the batch goes on
                 report.note("normalize", number, f"cannot be normalized ({type(err).__name__}: {err})")
                 continue

@@ -93,15 +93,37 @@ def test_apply_parses_arguments_and_replaces_null_content_without_touching_the_i
     )
 
 
-def test_a_string_that_is_not_json_stays_and_the_record_is_reported_as_not_rendering(
-    good: Path, tmp_path: Path
-) -> None:
+def test_arguments_that_are_not_a_json_object_are_a_malformed_record(good: Path, tmp_path: Path) -> None:
     template = tmp_path / "refusing.jinja"
     template.write_text(REFUSING)
-    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(openai_record()), json.dumps(openai_record("city=Oslo"))])
-    report = prepare(good, data, tmp_path / "out", template=template, max_skipped=1)
-    assert report.written == 1 and report.tally.steps == {ARGUMENTS_STEP: 1}
-    assert report.unrendered == [(2, "does not render: TemplateError: pythonic tool calls need arguments as a dict")]
+    records = [openai_record(), openai_record("city=Oslo"), openai_record("[1, 2]"), openai_record('{"a": NaN}')]
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
+    report = prepare(good, data, tmp_path / "out", template=template, max_skipped=3)
+    assert report.written == 1 and report.tally.steps == {ARGUMENTS_STEP: 1} and report.unrendered == []
+    assert [n for n, _ in report.bad_lines] == [2, 3, 4]
+    assert "arguments 'city=Oslo' are not JSON" in report.bad_lines[0][1]
+    assert "arguments '[1, 2]' are not a JSON object" in report.bad_lines[1][1]
+    assert "are not JSON" in report.bad_lines[2][1]  # NaN is not JSON
+    # On a template that takes strings as given, the same records would be trained as written: refused there too
+    kept = prepare(good, data, tmp_path / "kept", max_skipped=3)
+    assert [n for n, _ in kept.bad_lines] == [2, 3, 4]
+
+
+def test_reasoning_a_template_never_renders_counts_as_a_loss(good: Path, tmp_path: Path) -> None:
+    reasoned = {
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "reasoning_content": "two and two", "content": "4"},
+        ]
+    }
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(reasoned)])
+    refused = prepare(good, data, tmp_path / "refused")  # GOOD renders no reasoning
+    assert not refused.ok and "reasoning (reasoning_content, reasoning, thinking) dropped" in refused.over_limit
+    report = prepare(good, data, tmp_path / "out", max_skipped=1)
+    assert report.ok and report.written == 1
+    assert "reasoning (reasoning_content, reasoning, thinking) dropped: the template renders no reasoning" in (
+        report.describe()
+    )
 
 
 def test_openai_records_with_string_arguments_prepare_on_a_template_that_refuses_them(
