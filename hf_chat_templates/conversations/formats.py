@@ -155,7 +155,9 @@ def from_sharegpt(obj: dict[str, Any], column: str) -> tuple[dict[str, Any] | No
     """A ShareGPT record as messages: a `system` column becomes the first message."""
     turns = obj.get(column)
     if not isinstance(turns, list) or not turns:
-        return None, f"no {column!r} list (or it is empty)"
+        other = next((c for c in ("messages", "conversations") if c != column and isinstance(obj.get(c), list)), None)
+        hint = f"; the record has {other!r}: try --input-format auto" if other else ""
+        return None, f"no {column!r} list (or it is empty){hint}"
     messages: list[dict[str, Any]] = []
     system = obj.get("system")
     if isinstance(system, str) and system:

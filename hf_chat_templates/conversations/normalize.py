@@ -231,7 +231,8 @@ class SkipLimit:
         except ValueError:
             pass
         raise UsageError(
-            f"{option('max_skipped')} {value!r} is neither a number of records nor a percentage",
+            f"{option('max_skipped')} {value!r} is neither a number of records (0 or more) nor a percentage "
+            "(0% to 100%)",
             hint=f"{option('max_skipped')} 10 or {option('max_skipped')} 0.5%",
             parameter="max_skipped",
         )

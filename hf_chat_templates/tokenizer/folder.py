@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import TokenizerFolderError, option
+from ..errors import TokenizerFolderError
 from ..outputs import is_staging, staged_folder
 from ..template.syntax import transformers_text
 from .vocab import Vocabulary
@@ -207,7 +207,7 @@ def read_folder(path: str | Path) -> TokenizerFolder:
     if tokenizer_json is None and not any(name in files for name in SLOW_VOCAB_FILES):
         raise TokenizerFolderError(
             f"{root}: no tokenizer here (no {TOKENIZER_JSON} and no {', '.join(SLOW_VOCAB_FILES)})",
-            hint=f"point {option('tokenizer')} at the folder that holds the tokenizer files",
+            hint="pass the folder that holds the tokenizer files (tokenizer.json, or a slow tokenizer's vocabulary)",
             path=root,
             parameter="tokenizer",
         )
