@@ -143,7 +143,7 @@ def verify_command(
         from ..verification.dataset import verify_conversations
 
         options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
-        options |= {"revision": revision, "token": token, "workers": workers, "progress": not as_json}
+        options |= {"revision": revision, "token": token, "workers": workers, "progress": not as_json, "only": checks}
         dataset = verify_conversations(source, conversations, **options, **reading)
     _print_report(report, dataset, as_json)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)

@@ -14,6 +14,7 @@ transformers' own batch rendering, encoding through one batched call.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,11 @@ class DatasetReport:
     reasoning_field: str | None = None
     max_skipped: str = ""  # no limit unless given
     over_limit: str = ""
+    checks: tuple[str, ...] = RECORD_CHECK_IDS  # the per-record checks run (verify --only picks them)
 
     @property
     def ok(self) -> bool:
-        return not self.over_limit and not any(self.failed[c] for c in RECORD_CHECK_IDS if c not in WARNING_ONLY)
+        return not self.over_limit and not any(self.failed[c] for c in self.checks if c not in WARNING_ONLY)
 
     def note(self, kind: str, where: int, why: str) -> None:
         """A record left out before it could be checked (it could not be read, or is not a conversation)."""
@@ -96,7 +98,7 @@ class DatasetReport:
                     "passed": self.records - self.failed[c],
                     "examples": [{"line": n, "message": m} for n, m in self.examples[c]],
                 }
-                for c in RECORD_CHECK_IDS
+                for c in self.checks
             },
         }
 
@@ -108,7 +110,7 @@ class DatasetReport:
         ]
         for n, reason in self.bad_lines[:MAX_EXAMPLES]:
             lines.append(f"  bad {self.unit} {n}: {reason}")
-        for c in RECORD_CHECK_IDS:
+        for c in self.checks:
             status = "ok" if not self.failed[c] else ("warn" if c in WARNING_ONLY else "FAIL")
             lines.append(f"  {status:<4} {c:<20} {self.records - self.failed[c]} passed, {self.failed[c]} failed")
             for n, message in self.examples[c]:
@@ -121,9 +123,12 @@ class DatasetReport:
 class RecordChecker:
     """Checks batches of records against one tokenizer and template; built once per worker."""
 
-    def __init__(self, source: str, template: str | None, kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, source: str, template: str | None, kwargs: dict[str, Any], only: tuple[str, ...] | None = None
+    ) -> None:
         from transformers import AutoTokenizer
 
+        self.record_checks = [(c, check) for c, check in RECORD_CHECKS if only is None or c in only]
         self.tokenizer = AutoTokenizer.from_pretrained(source)
         found = template or named_template(self.tokenizer)
         if found is None:
@@ -214,7 +219,7 @@ class RecordChecker:
         for (number, record, text), record_ids, back in zip(texts, ids, decoded):
             bos = self._bos_count(record_ids)
             rc = RecordContext(record, text, record_ids, back, bos, self.controls)
-            for check_id, check in RECORD_CHECKS:
+            for check_id, check in self.record_checks:
                 try:
                     message = check(rc)
                 except Exception as err:  # a record shape the check did not foresee: that record fails it
@@ -247,12 +252,15 @@ def verify_conversations(
     tools_column: str = "tools",
     split: str | None = None,
     max_skipped: int | str | None = None,
+    only: Iterable[str] | None = None,
 ) -> DatasetReport:
     """Run the per-record checks over a dataset of conversations, streaming it in batches (in `workers` processes).
 
     `conversations`, `input_format`, `messages_column`, `tools_column` and `split` are read as `prepare` reads
     them. With `max_skipped` (N records, or "P%"), more records that cannot be read, normalized or rendered than
-    that make the report fail (`over_limit` says why); without it, they are reported and the checks decide."""
+    that make the report fail (`over_limit` says why); without it, they are reported and the checks decide.
+    `only` (check ids) runs those of the per-record checks; `renders` always runs."""
+    chosen = None if only is None else tuple(c for c in RECORD_CHECK_IDS if c == "renders" or c in set(only))
     limit = SkipLimit.parse(max_skipped) if max_skipped is not None else None
     data = open_conversations(
         conversations,
@@ -267,9 +275,11 @@ def verify_conversations(
     if choice.template is None and read_folder(choice.path).named_template("default") is None:
         # Said here, before any worker starts: a worker that fails to start is restarted, not reported.
         raise _no_template(choice.path)
-    report = DatasetReport(path=data.name, unit=data.unit, max_skipped=limit.text if limit else "")
+    report = DatasetReport(
+        path=data.name, unit=data.unit, max_skipped=limit.text if limit else "", checks=chosen or RECORD_CHECK_IDS
+    )
     bar = progress_bar(progress)
-    factory = functools.partial(RecordChecker, str(choice.path), choice.template, choice.kwargs)
+    factory = functools.partial(RecordChecker, str(choice.path), choice.template, choice.kwargs, chosen)
     batches = record_batches(data, report.note, report.tally.applied)
     for part in map_batches(factory, RecordChecker.check, batches, workers=workers):
         report.add(part)

@@ -113,3 +113,14 @@ def test_conversations_catch_a_dropping_template(good: Path, tmp_path: Path) -> 
     report = verify_conversations(good, data, template=template)
     assert report.failed["nothing-dropped"] == 1
     assert report.examples["nothing-dropped"][0] == (1, "message 0: 'second' is not in the rendering")
+
+
+def test_only_picks_the_per_record_checks_too(capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.jsonl"
+    record = {"messages": [{"role": "user", "content": "spell <|im_end|>"}, {"role": "assistant", "content": "yo"}]}
+    data.write_text(json.dumps(record) + "\n")
+    code, out, _ = run(capsys, "verify", str(good), "--conversations", str(data), "--only", "nothing-dropped", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [c["id"] for c in doc["checks"]] == ["nothing-dropped"]
+    assert set(doc["conversations"]["checks"]) == {"renders", "nothing-dropped"}
