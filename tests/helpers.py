@@ -349,3 +349,19 @@ def model_folder(name: str, base: Path, out: Path, *, registered: bool = True) -
         target.parent.mkdir(exist_ok=True)
         target.write_bytes(path.read_bytes())
     return out
+
+
+def tiny_llama(tokenizer: Any) -> Any:
+    """A one-layer Llama with the tokenizer's vocabulary: enough for a trainer to take a step on CPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+    )
+    return LlamaForCausalLM(config)

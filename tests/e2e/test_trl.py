@@ -14,7 +14,7 @@ import pytest
 from hf_chat_templates import install, prepare
 from hf_chat_templates.training.features import IGNORE_INDEX
 
-from ..helpers import write_jsonl
+from ..helpers import tiny_llama, write_jsonl
 
 pytestmark = pytest.mark.trl
 
@@ -36,18 +36,9 @@ def _trainer(tokenizer_dir: Path, tmp_path: Path, chat_template_path: Path | Non
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
     from datasets import Dataset
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-    )
     args = trl.SFTConfig(
         output_dir=str(tmp_path / "run"),
         assistant_only_loss=True,
@@ -58,7 +49,7 @@ def _trainer(tokenizer_dir: Path, tmp_path: Path, chat_template_path: Path | Non
         chat_template_path=str(chat_template_path) if chat_template_path else None,
     )
     return trl.SFTTrainer(
-        model=LlamaForCausalLM(config), args=args, processing_class=tok, train_dataset=Dataset.from_list(CONVERSATIONS)
+        model=tiny_llama(tok), args=args, processing_class=tok, train_dataset=Dataset.from_list(CONVERSATIONS)
     )
 
 

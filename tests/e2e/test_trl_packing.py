@@ -17,7 +17,7 @@ from hf_chat_templates import TrainingFeatures, prepare
 from hf_chat_templates.training.features import IGNORE_INDEX
 from hf_chat_templates.training.packing import best_fit_decreasing, pack
 
-from ..helpers import CONVERSATIONS
+from ..helpers import CONVERSATIONS, tiny_llama
 
 pytestmark = pytest.mark.trl
 
@@ -98,18 +98,9 @@ def test_sft_trainer_takes_a_step_on_prepares_packed_output(good: Path, unpacked
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
     from datasets import load_from_disk
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(good))
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-    )
     args = trl.SFTConfig(
         output_dir=str(tmp_path / "run"),
         padding_free=True,
@@ -127,7 +118,7 @@ def test_sft_trainer_takes_a_step_on_prepares_packed_output(good: Path, unpacked
     dataset = load_from_disk(str(tmp_path / "packed"))
     packed, _ = pack(unpacked, SEQ_LEN)
     assert dataset["input_ids"] == packed["input_ids"] and dataset["position_ids"] == packed["position_ids"]
-    trainer = trl.SFTTrainer(model=LlamaForCausalLM(config), args=args, processing_class=tok, train_dataset=dataset)
+    trainer = trl.SFTTrainer(model=tiny_llama(tok), args=args, processing_class=tok, train_dataset=dataset)
     assert trainer.train_dataset["input_ids"] == packed["input_ids"]
     assert trainer.train_dataset["labels"] == packed["labels"]
     result = trainer.train()
