@@ -15,6 +15,7 @@ from typing import Any
 
 # What a template may or may not read. A template that ignores a capability is not failed for it.
 CAPABILITIES = ("system", "tools", "tool_calls", "parallel_calls", "tool_results", "content_parts", "reasoning")
+_KIND_CAPABILITY = {"part": "content_parts"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class Sentinel:
     # Why a template may leave it out by design (reasoning of a turn before the last user message, which thinking
     # models drop): its absence is reported, not failed. None: its absence is data loss.
     may_drop: str | None = None
+
+    @property
+    def needs(self) -> str | None:
+        """The capability that makes the template responsible for this string (text parts: content_parts)."""
+        return self.capability or _KIND_CAPABILITY.get(self.kind)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from .results import Finding, around, first_difference, visible
 
 # Two moments far apart: a rendering that differs between them reads the clock.
 CLOCKS = (dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2031, 12, 30, 23, 58, 59))
-KIND_CAPABILITY = {"part": "content_parts"}
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,6 @@ class VerifyContext:
         self.sanitize = sanitize
         self.id_format = id_format_for(template + (tool_template or ""))
         self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
-        self._snapshots: dict[tuple[str, int], Rendered] = {}
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
 
@@ -120,13 +118,9 @@ class VerifyContext:
         return {p.id: self.render(p) for p in self.probes}
 
     def snapshot(self, probe: Probe, k: int) -> Rendered:
-        """What an agent sends before the model writes message k: messages[:k] with a generation prompt."""
-        key = (probe.id, k)
-        if key not in self._snapshots:
-            self._snapshots[key] = self.renderer.render(
-                probe.message_list()[:k], probe.tool_list(), add_generation_prompt=True
-            )
-        return self._snapshots[key]
+        """What an agent sends before the model writes message k: messages[:k] with a generation prompt (the
+        renderer caches it: the checks that read it render it once)."""
+        return self.renderer.render(probe.message_list()[:k], probe.tool_list(), add_generation_prompt=True)
 
     def probe(self, probe_id: str) -> Probe:
         return next(p for p in self.probes if p.id == probe_id)
@@ -140,7 +134,7 @@ class VerifyContext:
         for capability in CAPABILITIES:
             outcomes = []
             for p in self.probes:
-                sentinels = [s for s in p.sentinels if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability]
+                sentinels = [s for s in p.sentinels if s.needs == capability]
                 if not sentinels:
                     continue
                 r = self.rendered[p.id]
@@ -162,12 +156,7 @@ class VerifyContext:
         """Whether a request an agent sends (a probe's prefix with a generation prompt) shows the capability."""
         for p in self.probes:
             for k in p.generation_points:
-                sentinels = [
-                    s
-                    for s in p.sentinels
-                    if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability
-                    and (s.message is None or s.message < k)
-                ]
+                sentinels = [s for s in p.sentinels if s.needs == capability and (s.message is None or s.message < k)]
                 if not sentinels:
                     continue
                 r = self.snapshot(p, k)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
-from ..context import KIND_CAPABILITY, RecordContext, VerifyContext
+from ..context import RecordContext, VerifyContext
 from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
 
 _KIND_NAMES = {
@@ -140,7 +140,7 @@ def _context(ctx: VerifyContext, probe: Probe, s: Sentinel) -> str:
                 f" when the conversation ends with an assistant turn, though the request before message {k} (with a "
                 f"generation prompt) keeps it: every training sample loses it"
             )
-    capability = s.capability or KIND_CAPABILITY.get(s.kind)
+    capability = s.needs
     if capability is not None and ctx.capabilities.get(capability) == "yes":
         keeper = next((p for p in ctx.probes if p.id != probe.id and _keeps(ctx, p, capability)), None)
         if keeper is not None:
@@ -151,9 +151,7 @@ def _context(ctx: VerifyContext, probe: Probe, s: Sentinel) -> str:
 def _keeps(ctx: VerifyContext, probe: Probe, capability: str) -> bool:
     r = ctx.rendered[probe.id]
     return r.ok and any(
-        s.text in (r.text or "")
-        for s in probe.sentinels
-        if (s.capability or KIND_CAPABILITY.get(s.kind)) == capability and s.may_drop is None
+        s.text in (r.text or "") for s in probe.sentinels if s.needs == capability and s.may_drop is None
     )
 
 
@@ -205,7 +203,7 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
     for capability, loss in _LOSSES.items():
         if caps.get(capability) != "no":
             continue
-        probe = next((p for p in ctx.probes if any(_capability_of(s) == capability for s in p.sentinels)), None)
+        probe = next((p for p in ctx.probes if any(s.needs == capability for s in p.sentinels)), None)
         severity = "error" if ctx.training else "warning"
         why = ""
         if capability == "tool_calls" and caps.get("tools") == "yes":
@@ -235,10 +233,6 @@ _LOSS_FIXES = {
     "tool_results": "render messages with role tool (their content, and tool_call_id where the format has ids)",
     "reasoning": "render message.reasoning_content (or message.thinking) of the assistant turn being trained",
 }
-
-
-def _capability_of(s: Sentinel) -> str | None:
-    return s.capability or KIND_CAPABILITY.get(s.kind)
 
 
 def nothing_dropped(ctx: VerifyContext) -> CheckResult:
@@ -320,7 +314,7 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     """Why the trained completion of the probe's last message is not exactly its content + the stop token."""
     messages = probe.message_list()
     answer = messages[-1]["content"]
-    prompt_r = ctx.renderer.render(messages[:-1], probe.tool_list(), add_generation_prompt=True)
+    prompt_r = ctx.snapshot(probe, len(messages) - 1)
     full = ctx.rendered[probe.id].text or ""
     if not prompt_r.ok:
         return Finding(probe.id, f"probe {probe.id}: the prompt does not render ({prompt_r.error})")
