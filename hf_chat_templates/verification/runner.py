@@ -137,6 +137,7 @@ def verify_with_context(
             "stop_tokens": list(ctx.stop_tokens),
             "tokens_from": ctx.tokens.origin,
             "token_notes": list(ctx.tokens.notes),
+            "tool_call_ids": ctx.id_format,
         },
     ), ctx
 

@@ -27,6 +27,8 @@ def format_report(report: VerificationReport) -> str:
         stops = " ".join(report.tokens["stop_tokens"]) or "none"
         lines.append(f"  stop tokens: {stops} ({report.tokens['tokens_from']})")
         lines += [f"  note: {n}" for n in report.tokens["token_notes"]]
+        if report.tokens.get("tool_call_ids") == "mistral":
+            lines.append("  note: probe tool-call ids have 9 letters and digits: the template tests for that length")
     for check in report.checks:
         lines.append(f"  {MARKS[check.status]:<4} {check.id:<27} {check.message}")
         if check.status in ("fail", "warn") and check.hint:

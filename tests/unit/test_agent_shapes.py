@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hf_chat_templates.conversations.suite import build_probes
 
-from ..helpers import GOOD, check, context
+from ..helpers import GOOD, check, context, run
 
 # Llama 3.1/3.2's shape: any message with a tool_calls key is taken for a call, and exactly one call is accepted.
 SINGLE_CALL_ONLY = GOOD.replace(
@@ -33,12 +35,19 @@ def test_a_template_that_refuses_empty_tool_calls_fails_renders(good: Path) -> N
     assert "accept `tool_calls: []` as no tool calls" in (result.hint or "")
 
 
-def test_nine_character_ids_are_generated_for_a_template_that_requires_them(good: Path) -> None:
+def test_nine_character_ids_are_generated_for_a_template_that_requires_them(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ctx = context(good, NINE_CHAR_IDS)
     assert ctx.id_format == "mistral"
     ids = [c["id"] for p in ctx.probes for m in p.messages for c in m.get("tool_calls") or []]
     assert ids and all(len(i) == 9 and i.isalnum() for i in ids)
     assert check(ctx, "renders").status == "pass"  # its tool handling is exercised, not refused
+    template = tmp_path / "nine.jinja"
+    template.write_text(NINE_CHAR_IDS)
+    code, out, _ = run(capsys, "verify", str(good), "--template", str(template), "--only", "renders")
+    assert code == 0
+    assert "note: probe tool-call ids have 9 letters and digits: the template tests for that length" in out
     assert ctx.capabilities["tool_calls"] == "yes"
     # With OpenAI-format ids the same template refuses every tool probe: its tool handling would go unchecked
     refused = check(context(good, NINE_CHAR_IDS, build_probes("openai")), "renders")
