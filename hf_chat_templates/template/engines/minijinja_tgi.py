@@ -6,9 +6,9 @@ import datetime as _dt
 import json
 from typing import Any
 
-from ..errors import missing_dependency
-from .limits import check_output, limited
-from .rendering import Rendered, describe_exception, normalize_for_template
+from ...errors import missing_dependency
+from ..limits import check_output, limited
+from ..rendering import Rendered, describe_exception, normalize_for_template
 
 
 def render_minijinja(
