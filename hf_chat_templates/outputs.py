@@ -148,10 +148,12 @@ def _lock_owner(fd: int) -> str:
 
 
 @contextlib.contextmanager
-def output_lock(output: Path) -> Iterator[None]:
-    """Hold the lock of `output` for the block, or raise OutputBusyError naming the process that holds it. The
-    lock file is removed on release; a writer that locked a file since removed locks the new one instead."""
+def output_lock(output: Path, *, wait: float = 0.0) -> Iterator[None]:
+    """Hold the lock of `output` for the block, or raise OutputBusyError naming the process that holds it (after
+    waiting up to `wait` seconds for it). The lock file is removed on release; a writer that locked a file since
+    removed locks the new one instead."""
     path = lock_path(output)
+    deadline = time.monotonic() + wait
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -159,6 +161,9 @@ def output_lock(output: Path) -> Iterator[None]:
         except BlockingIOError:
             owner = _lock_owner(fd)
             os.close(fd)
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
             raise OutputBusyError(
                 f"{output}: {owner} is writing this output now",
                 hint=f"wait for it to finish, or choose another {option('output')}",
@@ -206,15 +211,16 @@ def _publish(staging: Path, output: Path) -> Path | None:
 
 
 @contextlib.contextmanager
-def staged_folder(output: Path, *, force: bool, where_hint: str | None = None) -> Iterator[Staging]:
+def staged_folder(output: Path, *, force: bool, where_hint: str | None = None, wait: float = 0.0) -> Iterator[Staging]:
     """Stage a new folder for `output` under its lock; when the block ends without an error, rename it into place.
-    `where_hint` says what to do when the output's location cannot be written (default: what fits the error)."""
+    `where_hint` says what to do when the output's location cannot be written (default: what fits the error);
+    `wait` is how long to wait for another writer of the same output before giving up."""
     output = Path(output).absolute()
     check_output(output, force=force)
     with contextlib.ExitStack() as stack:
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(output_lock(output))
+            stack.enter_context(output_lock(output, wait=wait))
             check_output(output, force=force)  # again, under the lock: another writer may have published meanwhile
             staging = Staging(_new_staging(output), output)
         except HfChatTemplatesError:

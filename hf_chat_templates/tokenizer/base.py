@@ -59,6 +59,10 @@ class BaseTokenizerSpec:
     build: Callable[[Path, bool], None]
 
 
+# how long a build waits for another process building the same base tokenizer (a build takes seconds)
+BUILD_WAIT_SECONDS = 300.0
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("HF_CHAT_TEMPLATES_CACHE") or Path.home() / ".cache" / "hf_chat_templates")
 
@@ -280,7 +284,11 @@ def base_tokenizer(name: str, *, add_bos: bool | None = None, rebuild: bool = Fa
     if folder.is_dir() and not rebuild:
         return folder
     cache_hint = "set HF_CHAT_TEMPLATES_CACHE to a writable folder"
-    with staged_folder(folder, force=True, where_hint=cache_hint) as staging:
+    # another process building the same entry is waited for, and its build used
+    with staged_folder(folder, force=True, where_hint=cache_hint, wait=BUILD_WAIT_SECONDS) as staging:
+        if folder.is_dir() and not rebuild:
+            staging.discard()
+            return folder
         spec.build(staging.path, add_bos)
     if staging.replaced_to is not None:  # a cache entry rebuilt: the old one is a cache, not the user's file
         shutil.rmtree(staging.replaced_to, ignore_errors=True)

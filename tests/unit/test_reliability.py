@@ -98,6 +98,43 @@ def test_a_second_writer_of_one_output_fails_at_once_and_leaves_the_first_alone(
     assert not lock_path(out).exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_two_builds_of_one_base_tokenizer_wait_for_each_other_and_build_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+    import threading
+
+    from hf_chat_templates.tokenizer import base
+
+    builds: list[int] = []
+    started = threading.Event()
+
+    def slow_build(out: Path, add_bos: bool) -> None:
+        builds.append(threading.get_ident())
+        started.set()
+        time.sleep(0.3)  # the second build asks for the lock meanwhile
+        (out / "tokenizer.json").write_text("{}")
+
+    spec = dataclasses.replace(base.BASE_TOKENIZERS["llama3"], build=slow_build)
+    monkeypatch.setitem(base.BASE_TOKENIZERS, "llama3", spec)
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path))
+    results: list[Path | BaseException] = []
+
+    def build() -> None:
+        try:
+            results.append(base.base_tokenizer("llama3"))
+        except BaseException as err:
+            results.append(err)
+
+    first = threading.Thread(target=build)
+    first.start()
+    started.wait(5)
+    build()
+    first.join()
+    assert len(builds) == 1 and len(set(results)) == 1 and isinstance(results[0], Path), results
+    assert (results[0] / "tokenizer.json").read_text() == "{}"
+
+
 def test_a_killed_runs_staging_is_swept_by_the_next_write(
     good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
