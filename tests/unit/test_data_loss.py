@@ -5,6 +5,7 @@ Each broken template is GOOD (tests/helpers.py) changed the way a published temp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,48 @@ def test_injection_is_info_unless_sanitizing_is_asked_for(good: Path) -> None:
     assert check(context(good), "injection").status == "info"
     sanitized = check(context(good, sanitize=True), "injection")
     assert sanitized.status == "pass" and "with sanitize_control_tokens=True" in sanitized.message
+
+
+# ---- the same losses in a dataset's records (verify --conversations) ------------------------------------------
+
+
+def _record_with_everything() -> dict:
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Reykjavík"}}}
+    tool = {"type": "function", "function": {"name": "get_weather", "description": "Current weather", "parameters": {}}}
+    return {
+        "tools": [tool],
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": "cold"},
+            {"role": "assistant", "content": "It is cold."},
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        (GOOD.replace("tools | tojson", "'[]'"), "tool 0 (its description): 'Current weather'"),
+        (
+            GOOD.replace("c.function.arguments | tojson", "'{}'"),
+            "message 1 (argument city of a tool call): 'Reykjavík'",
+        ),
+    ],
+    ids=["tool-definitions", "call-arguments"],
+)
+def test_a_record_whose_tools_or_arguments_the_template_drops_fails_nothing_dropped(
+    tmp_path: Path, broken: str, says: str
+) -> None:
+    from hf_chat_templates.verification.dataset import verify_conversations
+
+    from ..helpers import chatml_folder, write_jsonl
+
+    folder = chatml_folder(tmp_path / "tok")
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(_record_with_everything())])
+    assert verify_conversations(folder, data).failed["nothing-dropped"] == 0
+    template = tmp_path / "broken.jinja"
+    template.write_text(broken)
+    report = verify_conversations(folder, data, template=template)
+    assert report.failed["nothing-dropped"] == 1
+    assert report.examples["nothing-dropped"][0] == (1, f"{says} is not in the rendering")

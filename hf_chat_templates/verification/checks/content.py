@@ -3,9 +3,12 @@ ids extend the previous ones."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
+from ...conversations.normalize import REASONING_FIELDS
 from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
@@ -436,9 +439,38 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
 # ---- the same check on one dataset record (verify --conversations) ------------------------------------------------
 
 
+def _record_fields(record: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(where, string) for what a record's rendering must show besides its content: the tools' descriptions, every
+    tool call's string argument values, and the last assistant turn's reasoning (earlier turns' reasoning is
+    dropped by design in many formats: verify's probes judge that, not a record)."""
+    for n, tool in enumerate(record.get("tools") or ()):
+        fn = tool.get("function", tool) if isinstance(tool, dict) else {}
+        if isinstance(fn.get("description"), str) and fn["description"].strip():  # the name is in the calls too
+            yield f"tool {n} (its description)", fn["description"].strip()
+    messages = record["messages"]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+    for i, m in enumerate(messages):
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function", call) if isinstance(call, dict) else {}
+            args = fn.get("arguments")
+            for key, value in args.items() if isinstance(args, dict) else ():
+                if isinstance(value, str) and value.strip():
+                    yield f"message {i} (argument {key} of a tool call)", value.strip()
+        if i == last:
+            for name in REASONING_FIELDS:
+                if isinstance(m.get(name), str) and m[name].strip():
+                    yield f"message {i} ({name})", m[name].strip()
+
+
+def _shown(value: str, text: str) -> bool:
+    """In the rendering as written, or as JSON writes it inside a string (a template that dumps the arguments)."""
+    return value in text or json.dumps(value)[1:-1] in text or json.dumps(value, ensure_ascii=False)[1:-1] in text
+
+
 def nothing_dropped_record(rc: RecordContext) -> str | None:
-    missing = [(i, s) for i, s in rc.strings() if s not in rc.text]
+    missing = [(f"message {i}", s) for i, s in rc.strings() if s not in rc.text]
+    missing += [(where, s) for where, s in _record_fields(rc.record) if not _shown(s, rc.text)]
     if not missing:
         return None
-    i, s = missing[0]
-    return f"message {i}: {s[:40]!r} is not in the rendering"
+    where, s = missing[0]
+    return f"{where}: {s[:40]!r} is not in the rendering"
