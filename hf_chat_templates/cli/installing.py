@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options, warn
+from .gguf_files import install_gguf
 
 
 @cli.command("install")
@@ -37,6 +38,14 @@ from .app import cli, emit_json, families_option, force_option, hub_options, jso
     "template 'training'.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option(
+    "--gguf",
+    "gguf_in",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Install into this GGUF file instead of a folder: --output is the new .gguf file, the input is not "
+    "changed (its vocabulary cannot grow: new control tokens need --reuse-reserved).",
+)
 @force_option
 @hub_options("--tokenizer")
 @click.option(
@@ -77,11 +86,14 @@ def install_command(
     control_tokens: tuple[str, ...],
     stop_tokens: tuple[str, ...],
     as_json: bool,
+    gguf_in: Path | None,
 ) -> None:
     """Install FAMILY's template (or your own, --template FILE) on a tokenizer, registering its control tokens
     and stop ids."""
     from .. import apply_install, plan_install
 
+    if gguf_in is not None:  # into a new GGUF file, from a GGUF file
+        return install_gguf(click.get_current_context().params)
     documents = []
     for fam, src, out in _jobs(family, tokenizer, output, all_families, bool(templates)):
         plan = plan_install(

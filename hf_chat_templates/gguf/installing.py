@@ -1,0 +1,147 @@
+"""Installing a chat template into a GGUF file: the same plan as a folder install, written as GGUF metadata.
+
+The GGUF's tokenizer is saved as a folder (loading.py) and planned on exactly as `install` plans on a folder
+(installation/planner.py): which template, which control tokens and ids, which eos and stop ids. The plan then
+becomes metadata changes: `tokenizer.chat_template` (and `tokenizer.chat_template.NAME`), every control token
+CONTROL in `tokenizer.ggml.token_type`, a reserved slot's new text in `tokenizer.ggml.tokens` (--reuse-reserved),
+eos set to the first stop id and eot/eom to the other stop ids the folder install lists (`_stop_ids`), pad when
+one is chosen, and add_bos_token false when the template writes the BOS itself. A token the vocabulary lacks is
+refused: a GGUF file's vocabulary cannot grow without its embeddings. Everything else is copied byte for byte
+(writing.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError, option
+from ..installation.planner import plan_install
+from .loading import gguf_tokenizer_folder
+from .reading import read_layout, tokenizer_from_layout
+from .writing import GgufValue, GgufWriteResult, metadata_changes, write_gguf
+
+SPECIAL_ACTIONS = ("unchanged", "made-special", "added", "renamed-reserved")
+
+
+@dataclass(frozen=True)
+class GgufInstallPlan:
+    """What installing a template into a GGUF file would change; nothing is written until `apply_gguf_install`."""
+
+    subject: str
+    source: Path
+    output: Path
+    template_sha256: str
+    tokens: tuple[str, ...]  # each control token's line, as the folder plan describes it
+    changes: dict[str, GgufValue] = field(repr=False)
+    arguments: dict[str, Any] = field(repr=False)
+    warnings: tuple[str, ...]
+    tokens_from: str
+    force: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject,
+            "source": str(self.source),
+            "output": str(self.output),
+            "template_sha256": self.template_sha256,
+            "tokens": list(self.tokens),
+            "tokens_from": self.tokens_from,
+            "changed_keys": sorted(self.changes),
+            "token_ids": self.arguments.get("token_ids", {}),
+            "warnings": list(self.warnings),
+        }
+
+    def describe(self) -> str:
+        lines = [
+            f"install {self.subject} from {self.source} into {self.output}",
+            f"  template sha256 {self.template_sha256[:16]}…",
+            f"  tokens from: {self.tokens_from}",
+            "  control tokens (CONTROL in tokenizer.ggml.token_type):",
+            *(f"    {t}" for t in self.tokens),
+            "  keys written again (everything else, tensor data included, copied byte for byte):",
+            *(f"    {key}" for key in sorted(self.changes)),
+        ]
+        ids = self.arguments.get("token_ids", {})
+        lines.append("  ids: " + ", ".join(f"{name} {value}" for name, value in ids.items()))
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def plan_gguf_install(
+    family: Any,
+    gguf: str | Path,
+    output: str | Path,
+    *,
+    force: bool = False,
+    **options: Any,
+) -> GgufInstallPlan:
+    """What installing `family` (or `template=` files; `options` are `plan_install`'s: variant, template,
+    stop_tokens, control_tokens, reuse_reserved) into the GGUF file `gguf` as the new file `output` would change."""
+    layout = read_layout(gguf)
+    source = tokenizer_from_layout(layout)
+    with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
+        folder = gguf_tokenizer_folder(source, Path(tmp) / "tokenizer")
+        plan = plan_install(family, folder, Path(tmp) / "out", **options)
+    size = len(source.tokens)
+    if too_far := [c for c in plan.tokens if c.id >= size]:
+        raise UsageError(
+            f"{layout.path}: the vocabulary ({size} tokens) lacks "
+            + ", ".join(f"{c.token} (it would be id {c.id})" for c in too_far),
+            hint=f"a GGUF file's vocabulary cannot grow without its embeddings: pass {option('reuse_reserved')} to "
+            "write a control token over an unused reserved slot"
+            + (
+                f" (a tool-call tag is a plain token; {option('control_tokens')} TAG makes it a control token that "
+                "can take one)"
+                if any(c.action == "added-markup" for c in too_far)
+                else ""
+            ),
+            path=layout.path,
+        )
+    token_ids, undeclared = _stop_ids(plan.stop_token_ids, plan.generation_eos_after)
+    warnings = [w for w in plan.warnings if "resize_token_embeddings" not in w]
+    if undeclared:
+        warnings.append(
+            "a GGUF declares three stop ids (eos, eot, eom); generation_config.json's "
+            + ", ".join(f"{i} ({source.token(i)!r})" for i in undeclared)
+            + " cannot be declared too (llama.cpp stops on some tokens by their text: check with verify --against)"
+        )
+    if plan.pad_token[1] is not None and plan.pad_token[1] in source.tokens:
+        token_ids["pad"] = source.tokens.index(plan.pad_token[1])
+    arguments: dict[str, Any] = {
+        "chat_template": plan.expected_template,
+        "named_templates": plan.expected_named or None,
+        "token_ids": token_ids,
+        "control_token_ids": [c.id for c in plan.tokens if c.action in SPECIAL_ACTIONS],
+        "token_texts": {c.id: c.token for c in plan.tokens if source.token(c.id) != c.token} or None,
+        "add_bos_token": False if plan.bos_dropped_from_post_processor else None,
+    }
+    return GgufInstallPlan(
+        subject=plan.subject,
+        source=layout.path,
+        output=Path(output).absolute(),
+        template_sha256=plan.template_sha256,
+        tokens=tuple(c.describe() for c in plan.tokens),
+        changes=metadata_changes(layout, **arguments),
+        arguments=arguments,
+        warnings=tuple(warnings),
+        tokens_from=plan.tokens_from,
+        force=force,
+    )
+
+
+def _stop_ids(stops: tuple[int, ...], listed: tuple[int, ...]) -> tuple[dict[str, int], list[int]]:
+    """eos: the template's stop; eot and eom: the other stop ids the folder install lists (the template's next
+    stops, then generation_config.json's), eot being the template's stop again when one other id remains."""
+    eos = stops[0]
+    others = [i for i in dict.fromkeys((*stops[1:], *listed)) if i != eos]
+    if len(others) <= 1:
+        return {"eos": eos, "eot": eos} | ({"eom": others[0]} if others else {}), []
+    return {"eos": eos, "eot": others[0], "eom": others[1]}, others[2:]
+
+
+def apply_gguf_install(plan: GgufInstallPlan) -> GgufWriteResult:
+    """Write the planned GGUF file (atomically; the source is never changed)."""
+    return write_gguf(plan.source, plan.output, force=plan.force, **plan.arguments)
