@@ -57,6 +57,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid} uses {', '.join(sorted(used))}: {NOT_IN_UNIT}", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_node_in_unit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unit tier runs no subprocess: the transformers.js profile (a node process) is unavailable there, so
+    engine-parity skips it with its reason; tests/real renders with it."""
+    if tier_of(request.node.path) == "unit":
+        monkeypatch.setenv("HF_CHAT_TEMPLATES_JS_DIR", str(TESTS / "no-js-in-the-unit-tier"))
+
+
 def _refuse_in_unit(fixture: str) -> None:
     """The real-tokenizer fixtures refuse to run for a test under tests/unit (e.g. one that asks for them with
     request.getfixturevalue)."""

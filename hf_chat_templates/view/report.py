@@ -6,9 +6,10 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-from ..template.engines import render_minijinja
+from ..template.engines.registry import engine_profiles
 from ..template.rendering import frozen_clock
 from ..verification.checks import CHECK_ORDER
+from ..verification.checks.engines import label_of, reference, render_in
 from ..verification.context import CLOCKS, VerifyContext
 from ..verification.references import REFERENCES, reference_ids
 from ..verification.results import CheckResult, VerificationReport
@@ -102,22 +103,22 @@ def _failure_sides(ctx: VerifyContext, check: CheckResult) -> Aligned | None:
             title=f"{name}, probe {probe.id}",
             control_tokens=ctx.control_tokens,
         )
-    elif check.id == "engine-parity":
-        rendered = render_minijinja(
-            ctx.template,
-            probe.message_list(),
-            probe.tool_list(),
-            add_generation_prompt=probe.add_generation_prompt,
-            variables={**ctx.renderer.template_variables(), **ctx.kwargs},
-            clock=CLOCKS[0],
-        )
+    elif check.id == "engine-parity":  # the first engine that differs, at its own clock
+        engine = next((e for e in engine_profiles(ctx.engines) if e.name == check.detail.get("engine")), None)
+        if engine is None:
+            return None
+        rendered = render_in(ctx, engine, [probe])[probe.id]
         if not rendered.ok:
             return None
+        text = reference(ctx, engine, probe).text or ""
         ours = token_view(
             ctx.tokenizer, text, title=f"transformers, probe {probe.id}", control_tokens=ctx.control_tokens
         )
         other = token_view(
-            ctx.tokenizer, rendered.text or "", title=f"minijinja, probe {probe.id}", control_tokens=ctx.control_tokens
+            ctx.tokenizer,
+            rendered.text or "",
+            title=f"{label_of(engine)}, probe {probe.id}",
+            control_tokens=ctx.control_tokens,
         )
     else:  # completion-matches-content: the rendering vs generation prompt + content + stop token
         messages = probe.message_list()

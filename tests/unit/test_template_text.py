@@ -20,16 +20,17 @@ from hf_chat_templates.tokenizer.folder import read_folder
 
 from ..helpers import run
 
-# The ChatML-like baseline written over several lines, so its raw newlines reach the rendering.
+# The ChatML-like baseline written over several lines, so its raw newlines reach the rendering. Its block tags
+# trim the line break after them themselves (`-%}`), as TGI, which has no trim_blocks, needs.
 TEMPLATE = (
-    "{%- if tools %}\n<|im_start|>tools\n{{ tools | tojson }}<|im_end|>\n{% endif %}\n"
-    "{%- for m in messages %}\n"
+    "{%- if tools -%}\n<|im_start|>tools\n{{ tools | tojson }}<|im_end|>\n{% endif -%}\n"
+    "{%- for m in messages -%}\n"
     "<|im_start|>{{ m.role }}\n"
     "{{ m.content if m.content is string else (m.content | map(attribute='text') | join('') if m.content else '') }}"
     "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function.name }} {{ c.function.arguments if "
     "c.function.arguments is string else c.function.arguments | tojson }}</tool_call>{% endfor %}<|im_end|>\n"
-    "{% endfor %}\n"
-    "{%- if add_generation_prompt %}\n<|im_start|>assistant\n{% endif %}\n"
+    "{% endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n<|im_start|>assistant\n{% endif -%}\n"
 )
 CRLF = TEMPLATE.replace("\n", "\r\n")
 MESSAGES = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello, friend"}]

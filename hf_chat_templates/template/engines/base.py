@@ -26,8 +26,23 @@ class RenderJob:
     variables: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EngineRendered(Rendered):
+    """A `Rendered` that also says what the engine did to the input before rendering: `note`, the rewrite it made
+    (llama.cpp rewrites the messages for a template that lacks a capability, as its server does), or None when it
+    changed nothing; `input_refused`, the engine refused the request itself before any template ran (an input it
+    does not serve), which is no failure of the template. A profile that returns a plain `Rendered` says the
+    latter with an error worded "<engine> refuses the request: <why>"."""
+
+    note: str | None = None
+    input_refused: bool = False
+
+
 class Engine(Protocol):
-    """One engine profile. `name` is what `--engines` takes (e.g. "llama.cpp"); `version` names the build used."""
+    """One engine profile. `name` is what `--engines` takes (e.g. "llama.cpp"); `version` names the build used.
+
+    Optional: `label` (how findings name the engine, default `name`); `fixed_clock` (the moment an engine that
+    pins its own clock reads, which `clock` cannot change: the comparison renders transformers at that moment)."""
 
     name: str
 

@@ -1,5 +1,5 @@
-"""Checks on whether the rendering is the same elsewhere: at another moment (`deterministic`), in another engine
-(`engine-parity`), and in the model's official renderer (`reference-parity`)."""
+"""Checks on whether the rendering is the same elsewhere: at another moment (`deterministic`) and in the model's
+official renderer (`reference-parity`); in other engines (`engine-parity`) is `engines`."""
 
 from __future__ import annotations
 
@@ -7,18 +7,10 @@ from typing import Any
 
 from ...conversations.probes import Probe
 from ...template.analysis import template_kwargs
-from ...template.engines import render_minijinja
 from ...template.rendering import Rendered, frozen_clock
-from ...template.syntax import transformers_text
 from ..context import CLOCKS, VerifyContext
 from ..references import REFERENCES, Unsupported, reference_ids
 from ..results import CheckResult, Finding, around, first_difference, verdict
-
-# Why minijinja writes "\r\n" where transformers writes "\n": a template with CRLF line endings (a config key).
-CARRIAGE_RETURNS = (
-    "the template holds carriage returns (CRLF line endings): transformers' Jinja reads them as newlines, "
-    "minijinja keeps them (TGI passes the config key to it as it is)"
-)
 
 
 def _clock_kwargs(ctx: VerifyContext) -> list[str]:
@@ -76,54 +68,6 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
         "a variant whose date has a fixed default"
     )
     return verdict("deterministic", findings, "the rendering does not depend on the clock", hint)
-
-
-def engine_parity(ctx: VerifyContext) -> CheckResult:
-    findings = []
-    variables = ctx.renderer.template_variables()
-    for probe in ctx.probes:
-        if probe.continue_final_message or not ctx.rendered[probe.id].ok:
-            continue
-        with frozen_clock(CLOCKS[0]):
-            reference = ctx.renderer.render(
-                probe.message_list(), probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
-            )
-        other = render_minijinja(
-            ctx.renderer.template_for(probe.tool_list()),
-            probe.message_list(),
-            probe.tool_list(),
-            add_generation_prompt=probe.add_generation_prompt,
-            variables={**variables, **ctx.kwargs},
-            clock=CLOCKS[0],
-        )
-        if not other.ok:
-            findings.append(
-                Finding(
-                    probe.id, f"probe {probe.id}: minijinja cannot render it: {other.error}", {"error": other.error}
-                )
-            )
-            continue
-        if other.text != reference.text:
-            finding = ctx.text_difference(
-                probe,
-                "minijinja renders differently",
-                ("transformers", "minijinja"),
-                reference.text or "",
-                other.text or "",
-            )
-            if transformers_text(other.text or "") == reference.text:
-                finding.text += f"; {CARRIAGE_RETURNS}"
-                finding.detail["carriage_returns"] = True
-            findings.append(finding)
-    carriage_returns = any(f.detail.get("carriage_returns") for f in findings)
-    return verdict(
-        "engine-parity",
-        findings,
-        "minijinja renders every probe exactly as transformers",
-        "save the template with LF line endings (hf-chat-templates install writes the config key with LF)"
-        if carriage_returns
-        else "avoid Python-only methods and filters the other engine lacks (see the message)",
-    )
 
 
 def _reference_finding(ctx: VerifyContext, probe: Any, name: str, got: list[int], expected: list[int]) -> Finding:

@@ -1,0 +1,130 @@
+"""llama.cpp's own chat-template engine: `common/jinja` compiled to WebAssembly and run with wasmtime, as the
+`ggufdoctor` package ships it, pinned to one llama.cpp build (the profile's version).
+
+The module does what `llama-server` does before rendering: it probes the template's capabilities and normalizes
+the messages for it (content parts joined to a string for a template that reads strings, a system message merged
+into the first user turn for a template without a system role, ...), and it pins its own clock
+(`fixed_clock`). It gets what llama-server passes: the messages and tools as sent (OpenAI format, not
+transformers' normalization; `tools` only when some are given), `add_generation_prompt` (present only when true),
+`bos_token` and `eos_token` (the tokenizer's, or "" for one it lacks, as llama.cpp passes for a vocabulary without
+it), and the template's kwargs. ggufdoctor fills in defaults of its own under these (bos "<s>", eos "</s>",
+unk "<unk>", pad "<pad>"): every value supplied here replaces them; `unk_token` and `pad_token` are passed when the
+tokenizer has them, and a rendering that reads one the tokenizer lacks says so in its note.
+
+The WebAssembly module is compiled once per process (one shared engine), and each render runs in its own store
+with ggufdoctor's fuel and memory bounds: an endless loop is a render error, never a hang.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime as _dt
+import functools
+import re
+from typing import Any
+
+from ..rendering import Rendered
+from .base import EngineRendered, RenderJob
+
+_DEFAULTED = re.compile(r"\b(unk_token|pad_token)\b")
+
+
+@functools.lru_cache(maxsize=1)
+def _wasm_engine() -> Any:
+    """ggufdoctor's engine, one per process: it compiles the module on its first render and keeps it. It is let go
+    at exit, while wasmtime can still free what it holds (freed later, at interpreter teardown, it prints errors)."""
+    from ggufdoctor.engines.llamacpp_engine import LlamaCppEngine as WasmEngine
+
+    atexit.register(_wasm_engine.cache_clear)
+    return WasmEngine()
+
+
+class LlamaCppEngine:
+    """The `llama.cpp` profile: llama.cpp's Jinja engine and message normalization, from ggufdoctor."""
+
+    name = "llama.cpp"
+    label = "llama.cpp"
+
+    @property
+    def version(self) -> str:
+        if self.unavailable():
+            return "missing"
+        engine = _wasm_engine()
+        return f"{engine.version} ({engine.commit[:12]}, via ggufdoctor's WebAssembly build)"
+
+    @property
+    def fixed_clock(self) -> _dt.datetime:
+        """The moment the module's `strftime_now` reads: ggufdoctor pins it, and a caller's clock cannot move it."""
+        from ggufdoctor.engines.jinja2_engine import PINNED_NOW
+
+        return PINNED_NOW
+
+    def unavailable(self) -> str | None:
+        try:
+            engine = _wasm_engine()
+        except ImportError as err:
+            return f"the llama.cpp profile needs the package 'ggufdoctor' ({err}); pip install ggufdoctor"
+        if not engine.available:
+            return f"ggufdoctor's llama.cpp engine cannot run here: {engine.unavailable_reason}"
+        return None
+
+    def render_all(self, template: str, jobs: list[RenderJob], *, clock: _dt.datetime) -> list[Rendered]:
+        """Each job rendered by llama.cpp; `clock` is not used: the module reads `fixed_clock`."""
+        del clock  # the module pins its own; the comparison renders transformers at `fixed_clock`
+        engine = _wasm_engine()
+        return [_outcome(engine.render(template, _context(job)), template, job) for job in jobs]
+
+
+def _context(job: RenderJob) -> dict[str, Any]:
+    context = {
+        **job.variables,
+        "bos_token": job.variables.get("bos_token") or "",
+        "eos_token": job.variables.get("eos_token") or "",
+        "messages": job.messages,
+        "add_generation_prompt": job.add_generation_prompt,
+    }
+    if job.tools is not None:
+        context["tools"] = job.tools
+    return context
+
+
+def _normalizations(caps: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:
+    """What llama.cpp's normalization rewrote in these messages, given the capabilities its probe found missing."""
+    contents = [m.get("content") for m in messages]
+    calls = [c for m in messages for c in m.get("tool_calls") or []]
+    found = []
+    if caps.get("supports_typed_content") is False and any(isinstance(c, list) for c in contents):
+        found.append("content parts joined into one string (the template does not read content parts)")
+    if caps.get("supports_string_content") is False and any(isinstance(c, str) for c in contents):
+        found.append("string content wrapped as a text part (the template reads content parts only)")
+    if caps.get("supports_system_role") is False and any(m.get("role") == "system" for m in messages):
+        found.append("the system message merged into the first user message (the template has no system role)")
+    if caps.get("supports_tool_calls") is False and calls:
+        found.append("tool calls rewritten as content (the template renders no tool calls)")
+    elif caps.get("supports_object_arguments") is False and any(
+        isinstance((c.get("function") or {}).get("arguments"), dict) for c in calls if isinstance(c, dict)
+    ):
+        found.append("tool-call arguments written as JSON strings (the template reads them as strings)")
+    return found
+
+
+def _note(result: Any, template: str, job: RenderJob) -> str | None:
+    notes = []
+    if result.extra.get("normalized"):
+        rewritten = _normalizations(result.extra.get("caps") or {}, job.messages)
+        if rewritten:
+            notes.append(f"llama.cpp normalized the messages first, as llama-server does: {'; '.join(rewritten)}")
+    defaulted = sorted({m for m in _DEFAULTED.findall(template) if m not in job.variables})
+    if defaulted:
+        notes.append(f"the template reads {', '.join(defaulted)}, which the tokenizer lacks: ggufdoctor's default")
+    return "; ".join(notes) or None
+
+
+def _outcome(result: Any, template: str, job: RenderJob) -> Rendered:
+    note = _note(result, template, job)
+    if result.ok:
+        return EngineRendered(result.text, note=note)
+    error = str(result.error)
+    if error.startswith("raise:"):
+        return EngineRendered(None, f"raise_exception: {error[len('raise:') :]}", refused=True, note=note)
+    return EngineRendered(None, error, note=note)

@@ -1,0 +1,234 @@
+"""`engine-parity`: every probe rendered by each engine profile (llama.cpp, TGI, transformers.js, vLLM) as that
+engine serves it, compared with transformers' rendering.
+
+Per engine the check says whether the template loads, how many probes render, which are identical, where the first
+difference lies (position, message, both sides) and which fail; a failure or difference names the Jinja construct
+to blame and its portable rewrite (`template.engines.constructs`). A difference that is the engine's documented
+behaviour (TGI's `tojson` escaping) is a warning that says so. Each engine renders all probes in one batch; a
+profile that cannot run here is skipped with its reason, in the message and in `detail["engines"]`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ...conversations.probes import Probe
+from ...template.engines.base import Engine, RenderJob
+from ...template.engines.constructs import Blame, blame_difference, blame_error
+from ...template.engines.registry import engine_profiles
+from ...template.rendering import Rendered, frozen_clock
+from ...template.syntax import transformers_text
+from ..context import CLOCKS, VerifyContext
+from ..results import CheckResult, Finding, verdict
+
+# Why an engine writes "\r\n" where transformers writes "\n": a template with CRLF line endings (a config key).
+CARRIAGE_RETURNS = (
+    "the template holds carriage returns (CRLF line endings): transformers' Jinja reads them as newlines, "
+    "minijinja keeps them (TGI passes the config key to it as it is)"
+)
+CRLF_HINT = "save the template with LF line endings (hf-chat-templates install writes the config key with LF)"
+# How a profile that returns a plain `Rendered` words a request its engine refuses before any template runs (an
+# `EngineRendered` says it with `input_refused`).
+REFUSES_REQUEST = " refuses the request: "
+JOINED_PARTS = (
+    "{engine} joins a message's text parts with newlines into one string before rendering, as that server does, and "
+    "transformers renders that string exactly so: the engine's normalization, not the template's"
+)
+JOINED_HINT = "send content as one string (parts joined as you trained them) to serve exactly what was trained"
+GENERIC_HINT = "write the construct the message names the portable way, or avoid what the engine lacks"
+
+
+def label_of(engine: Engine) -> str:
+    return str(getattr(engine, "label", engine.name))
+
+
+def render_in(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> dict[str, Rendered]:
+    """Each probe rendered by the engine, one `render_all` batch per template (a `tool_use` template takes the
+    probes with tools). A profile that raises fails its batch with that error, never the check."""
+    clock = getattr(engine, "fixed_clock", None) or CLOCKS[0]
+    variables = {**ctx.renderer.template_variables(), **ctx.kwargs}
+    groups: dict[str, list[Probe]] = defaultdict(list)
+    for probe in probes:
+        groups[ctx.renderer.template_for(probe.tool_list())].append(probe)
+    outs: dict[str, Rendered] = {}
+    for template, group in groups.items():
+        jobs = [RenderJob(p.message_list(), p.tool_list(), p.add_generation_prompt, variables) for p in group]
+        try:
+            rendered = engine.render_all(template, jobs, clock=clock)
+        except Exception as err:
+            rendered = [Rendered(None, f"the {engine.name} profile itself raised {type(err).__name__}: {err}")] * len(
+                jobs
+            )
+        outs.update(zip((p.id for p in group), rendered))
+    return outs
+
+
+def reference(ctx: VerifyContext, engine: Engine, probe: Probe) -> Rendered:
+    """transformers' rendering at the engine's clock (the shared rendering when the template reads no clock)."""
+    clock = getattr(engine, "fixed_clock", None) or CLOCKS[0]
+    if "strftime_now" not in ctx.renderer.template_for(probe.tool_list()):
+        return ctx.rendered[probe.id]
+    with frozen_clock(clock):
+        return ctx.renderer.render(
+            probe.message_list(), probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
+        )
+
+
+def _blamed(finding: Finding, engine: Engine, blame: Blame | None) -> Finding:
+    if blame is None:
+        return finding
+    finding.text += f"; {blame.describe(label_of(engine))}"
+    finding.detail.update(
+        construct=blame.construct, rewrite=blame.rewrite, template_line=blame.line, engine_behaviour=blame.behaviour
+    )
+    if blame.behaviour:
+        finding.severity, finding.cause = "warning", "engine"
+    else:
+        finding.cause, finding.hint = "template", f"write {blame.rewrite}"
+    return finding
+
+
+def _failures(
+    ctx: VerifyContext, engine: Engine, failed: dict[str, list[str]], outs: dict[str, Rendered]
+) -> tuple[list[Finding], bool]:
+    """One finding per distinct error, and whether the template loads at all (it does not when every probe fails
+    with one parse error). A request the engine refuses before any template runs is a warning, not the
+    template's failure; a note on what the engine rewrote first is kept."""
+    label, findings = label_of(engine), []
+    everything = sum(len(ids) for ids in failed.values())
+    loads = not (
+        len(failed) == 1
+        and not any(out.ok for out in outs.values())
+        and any(m in next(iter(failed)) for m in ("compile:", "syntax error", "Parser Error"))
+    )
+    for error, ids in failed.items():
+        template = ctx.renderer.template_for(ctx.probe(ids[0]).tool_list())
+        also = f" (and {len(ids) - 1} more probe(s): {', '.join(ids[1:4])}{', …' if len(ids) > 4 else ''})"
+        text = (
+            f"{label} cannot load the template ({everything} probes fail): {error}"
+            if not loads
+            else f"probe {ids[0]}: {label} cannot render it: {error}" + (also if len(ids) > 1 else "")
+        )
+        finding = Finding(ids[0], text, {"engine": engine.name, "error": error, "probes": ids})
+        first = outs[ids[0]]
+        if note := getattr(first, "note", None):
+            finding.text += f"; {note}"
+            finding.detail["note"] = note
+        if getattr(first, "input_refused", False) or REFUSES_REQUEST in error:  # the engine's rule, not the template's
+            finding.severity, finding.cause = "info", "input normalization"
+            finding.hint = f"{label} does not serve this input: send it in a form the engine accepts"
+        findings.append(_blamed(finding, engine, blame_error(engine.name, template, error)))
+    return findings, loads
+
+
+def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, other: Rendered) -> Finding:
+    label, theirs = label_of(engine), other.text or ""
+    finding = ctx.text_difference(probe, f"{label} renders differently", ("transformers", label), ours, theirs)
+    finding.detail["engine"] = engine.name
+    note = getattr(other, "note", None)
+    if transformers_text(theirs) == ours:
+        finding.text += f"; {CARRIAGE_RETURNS}"
+        finding.detail["carriage_returns"] = True
+        finding.hint = CRLF_HINT
+        return finding
+    pos = finding.detail["char_position"]
+    blame = blame_difference(engine.name, ctx.renderer.template_for(probe.tool_list()), ours, theirs, pos)
+    if blame is None and _joins_text_parts(ctx, probe, theirs):
+        finding.text += f"; {JOINED_PARTS.format(engine=label)}"
+        finding.detail["joins_text_parts"] = True
+        finding.severity, finding.cause, finding.hint = "info", "input normalization", JOINED_HINT
+        return finding
+    if blame is None and note:  # the engine rewrote the input first, as it does when serving: its behaviour
+        finding.text += f"; {note}"
+        finding.detail["note"] = note
+        finding.severity, finding.cause = "warning", "input normalization"
+        finding.hint = (
+            f"{label} serves such requests this way: send the messages in the form the template reads, or make the "
+            "template read the form it is sent (e.g. loop over content parts)"
+        )
+    return _blamed(finding, engine, blame)
+
+
+def _joins_text_parts(ctx: VerifyContext, probe: Probe, theirs: str) -> bool:
+    """Whether the engine's rendering is transformers' with each message's text parts joined by a newline into one
+    string first, as llama-server and vLLM do for a template that also reads string content."""
+    messages = probe.message_list()
+    flattened = [
+        {**m, "content": "\n".join(p["text"] for p in m["content"])}
+        if isinstance(m.get("content"), list)
+        and m["content"]
+        and all(isinstance(p, dict) and p.get("type") == "text" for p in m["content"])
+        else m
+        for m in messages
+    ]
+    if flattened == messages:
+        return False
+    again = ctx.renderer.render(
+        flattened, probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
+    )
+    return again.ok and again.text == theirs
+
+
+def compare(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> tuple[list[Finding], dict[str, Any]]:
+    """The findings of one engine, and its status: loads, renders, identical, differs, fails."""
+    outs = render_in(ctx, engine, probes)
+    failed: dict[str, list[str]] = defaultdict(list)
+    differs, identical, findings = [], 0, []
+    for probe in probes:
+        other = outs[probe.id]
+        if not other.ok:
+            failed[other.error or "no output"].append(probe.id)
+            continue
+        ours = reference(ctx, engine, probe).text or ""
+        if other.text == ours:
+            identical += 1
+            continue
+        differs.append(probe.id)
+        findings.append(_difference(ctx, engine, probe, ours, other))
+    failures, loads = _failures(ctx, engine, dict(failed), outs)
+    findings = failures + findings
+    summary = {
+        "status": "does not load" if not loads else "fails" if failed else "differs" if differs else "identical",
+        "version": engine.version,
+        "loads": loads,
+        "renders": len(probes) - sum(len(ids) for ids in failed.values()),
+        "identical": identical,
+        "differs": differs,
+        "fails": sorted(p for ids in failed.values() for p in ids),
+        "worst": next(
+            (s for s in ("error", "warning", "info") if any((f.severity or "error") == s for f in findings)), None
+        ),
+        "first_finding": {"probe": findings[0].probe, "message": findings[0].text} if findings else None,
+    }
+    return findings, summary
+
+
+def engine_parity(ctx: VerifyContext) -> CheckResult:
+    probes = [p for p in ctx.probes if not p.continue_final_message and ctx.rendered[p.id].ok]
+    findings: list[Finding] = []
+    engines: dict[str, Any] = {}
+    for engine in engine_profiles(ctx.engines):
+        why = engine.unavailable()
+        if why:
+            engines[engine.name] = {"status": "skipped", "version": engine.version, "reason": why}
+            continue
+        found, engines[engine.name] = compare(ctx, engine, probes)
+        findings += found
+    ran = [name for name, s in engines.items() if s["status"] != "skipped"]
+    skipped = "; ".join(f"{name} skipped: {s['reason']}" for name, s in engines.items() if s["status"] == "skipped")
+    if not ran:
+        message = "no engine profile to compare with" + (f" ({skipped})" if skipped else "")
+        return CheckResult("engine-parity", "skip", message, detail={"engines": engines})
+    hint = CRLF_HINT if any(f.detail.get("carriage_returns") for f in findings) else GENERIC_HINT
+    versions = ", ".join(f"{name} {engines[name]['version']}" for name in ran)
+    result = verdict(
+        "engine-parity",
+        findings,
+        f"{versions} render all {len(probes)} probes exactly as transformers" + (f" ({skipped})" if skipped else ""),
+        hint,
+    )
+    result.detail["engines"] = engines
+    if skipped and result.status != "pass":
+        result.detail["skipped"] = skipped
+    return result

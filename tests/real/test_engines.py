@@ -1,0 +1,131 @@
+"""The llama.cpp profile: llama.cpp's own Jinja engine (ggufdoctor's WebAssembly build), on real templates.
+
+Each construct llama.cpp lacks fails `engine-parity` naming llama.cpp, the construct, where the template writes it
+and the portable rewrite; the rewrite passes. Every bundled family's default variant renders in llama.cpp exactly
+the text transformers renders, on plain, multi-turn, generation-prompt and tool-call conversations.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from hf_chat_templates import get_family, list_families
+from hf_chat_templates.conversations.suite import build_probes
+from hf_chat_templates.template.engines import RenderJob, engine_profiles
+from hf_chat_templates.template.engines.llamacpp import LlamaCppEngine, _wasm_engine
+from hf_chat_templates.verification.checks.engines import reference, render_in
+
+from ..helpers import GOOD, check, context
+
+CONVERSATIONS = ("plain", "multi-turn", "generation-prompt", "tool-call", "parallel-tool-calls", "agent-loop")
+
+
+def _llamacpp(template: str, variables: dict, messages: list | None = None) -> str | None:
+    job = RenderJob(messages or [{"role": "user", "content": "Hi"}], None, False, variables)
+    (out,) = LlamaCppEngine().render_all(template, [job], clock=datetime.datetime(2024, 1, 2))
+    return out.text if out.ok else f"ERROR {out.error}"
+
+
+def test_the_module_is_compiled_once_and_our_variables_win_over_ggufdoctors_defaults() -> None:
+    engine = LlamaCppEngine()
+    assert engine.unavailable() is None and engine.version.startswith("b")
+    show = "{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt is defined }}|{{ date_string }}"
+    assert _llamacpp(show, {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "date_string": "x"}) == (
+        "<|begin_of_text|>|<|eot_id|>|False|x"
+    )
+    # a tokenizer without a bos token: "" as llama.cpp passes it, never ggufdoctor's "<s>"
+    assert _llamacpp("[{{ bos_token }}]", {"eos_token": "</s>"}) == "[]"
+    assert _llamacpp("{{ strftime_now('%Y-%m-%d') }}", {}) == f"{engine.fixed_clock:%Y-%m-%d}"
+    assert _wasm_engine() is _wasm_engine() and _wasm_engine()._module is not None  # compiled, kept
+    assert engine_profiles("llama.cpp")[0] is engine_profiles("llama.cpp")[0]
+
+
+BROKEN = [
+    (
+        "sameas",
+        GOOD.replace("{%- if add_generation_prompt -%}", "{%- if add_generation_prompt is sameas true -%}"),
+        "llama.cpp cannot load the template (47 probes fail): compile:parser:",
+        "llama.cpp does not support `is sameas true` (template line 1); write `is true` or `== true`",
+        GOOD.replace("{%- if add_generation_prompt -%}", "{%- if add_generation_prompt is true -%}"),
+    ),
+    (
+        "map-tojson",
+        GOOD.replace("tools | tojson", "tools | map('tojson') | join(', ')"),
+        "llama.cpp cannot render it: render:NotImplemented: map: filter-mapping not implemented",
+        "llama.cpp does not support `map('tojson')` (template line 1); write a loop: `{% for x in items %}"
+        "{{ x | tojson }}",
+        GOOD.replace(
+            "{{- '<|im_start|>tools\\n' + tools | tojson + '<|im_end|>\\n' -}}",
+            "{{- '<|im_start|>tools\\n' -}}{%- for t in tools -%}{{- t | tojson -}}"
+            "{%- if not loop.last -%}{{- ', ' -}}{%- endif -%}{%- endfor -%}{{- '<|im_end|>\\n' -}}",
+        ),
+    ),
+    (
+        "format",
+        GOOD.replace("{{- m.content -}}", "{{- '%s' | format(m.content) -}}"),
+        "llama.cpp renders differently at char",
+        "llama.cpp does not support `'...%s...' | format(x)` (template line 1); write concatenation with `~`",
+        GOOD.replace("{{- m.content -}}", "{{- '' ~ m.content -}}"),
+    ),
+    (
+        "python-method",
+        GOOD.replace("{{- m.content -}}", "{{- m.content.removeprefix('') -}}"),
+        "llama.cpp cannot render it: render:Error: Callee is not a function: got Undefined (hint: 'removeprefix')",
+        "llama.cpp does not support the Python method `.removeprefix()` (template line 1); write a slice once tested",
+        GOOD.replace("{{- m.content -}}", "{{- m.content[0:] -}}"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "broken", "symptom", "blame", "portable"), BROKEN, ids=[b[0] for b in BROKEN])
+def test_a_construct_llamacpp_lacks_fails_naming_it_and_its_rewrite_passes(
+    good: Path, name: str, broken: str, symptom: str, blame: str, portable: str
+) -> None:
+    result = check(context(good, broken, engines="llama.cpp"), "engine-parity")
+    assert result.status == "fail" and result.cause == "template"
+    assert symptom in result.message and blame in result.message
+    assert result.detail["engine"] == "llama.cpp" and result.hint.startswith("write ")
+    assert result.detail["engines"]["llama.cpp"]["status"] in ("does not load", "fails", "differs")
+    fixed = check(context(good, portable, engines="llama.cpp"), "engine-parity")
+    assert fixed.status in ("pass", "info"), fixed.message  # info: llama-server joins text parts with newlines
+
+
+def test_llamacpp_joins_text_parts_with_newlines_which_is_info_not_an_error(good: Path) -> None:
+    result = check(context(good, engines="llama.cpp"), "engine-parity")
+    assert result.status == "info" and result.cause == "input normalization"
+    assert result.probe == "content-parts"
+    assert "llama.cpp joins a message's text parts with newlines into one string before rendering" in result.message
+    assert "transformers …user\\nFirst·part·qz1part.⟨here⟩·Second" in result.message
+    assert "llama.cpp …user\\nFirst·part·qz1part.⟨here⟩\\n·Second" in result.message
+    assert result.detail["engines"]["llama.cpp"]["worst"] == "info"
+
+
+def test_the_upstream_llama32_format_call_is_caught(installed_variants: dict[tuple[str, str], Path]) -> None:
+    folder = installed_variants[("llama3.2-pythonic", "upstream")]
+    var = get_family("llama3.2-pythonic").variant("upstream")
+    result = check(context(folder, var.template, variant=var, engines="llama.cpp"), "engine-parity")
+    assert result.status == "fail" and result.probe == "tool-call"
+    assert "[qz1toolname(city=⟨here⟩%s)]" in result.message
+    assert "llama.cpp does not support `'...%s...' | format(x)`" in result.message
+
+
+@pytest.mark.parametrize("family", [f.name for f in list_families()])
+def test_every_default_variant_renders_the_same_in_llamacpp(
+    family: str, installed_variants: dict[tuple[str, str], Path]
+) -> None:
+    fam = get_family(family)
+    var = fam.variant(fam.default_variant)
+    folder = installed_variants[(family, fam.default_variant)]
+    probes = tuple(p for p in build_probes() if p.id in CONVERSATIONS)
+    ctx = context(folder, var.template, probes=probes, variant=var, engines="llama.cpp")
+    (engine,) = engine_profiles("llama.cpp")
+    assert {p.add_generation_prompt for p in probes} == {True, False} and any(p.tool_list() for p in probes)
+    outs = render_in(ctx, engine, list(probes))
+    for probe in probes:
+        ours = reference(ctx, engine, probe)
+        assert ours.ok, f"{family}: transformers cannot render {probe.id}: {ours.error}"
+        assert outs[probe.id].ok, f"{family}/{var.name}: llama.cpp cannot render {probe.id}: {outs[probe.id].error}"
+        assert outs[probe.id].text == ours.text, f"{family}/{var.name}: {probe.id} differs in llama.cpp"

@@ -1,0 +1,194 @@
+"""Engine profiles: the TGI profile (minijinja as TGI configures it), the registry and `--engines`.
+
+Each broken construct fails `engine-parity` in TGI with the engine, the construct and its rewrite named; the
+baseline and TGI's own documented `tojson` escaping give no error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+from hf_chat_templates import get_family
+from hf_chat_templates.conversations.probes import Probe
+from hf_chat_templates.errors import UsageError
+from hf_chat_templates.template.engines import ENGINES, RenderJob, engine_names, engine_profiles
+from hf_chat_templates.template.engines.constructs import Blame, blame_difference, blame_error
+from hf_chat_templates.template.engines.minijinja_tgi import TgiEngine
+from hf_chat_templates.template.engines.registry import MissingProfile
+from hf_chat_templates.verification.checks import engines as engine_check
+from hf_chat_templates.view.report import _failure_sides
+
+from ..helpers import GOOD, check, context, run
+
+CLOCK = datetime.datetime(2024, 1, 2, 3, 4, 5)
+USER = [{"role": "user", "content": "Hi <b> & 'you'"}]
+
+
+def _tgi(template: str, messages: list[dict] | None = None, tools: list[dict] | None = None) -> str | None:
+    (out,) = TgiEngine().render_all(
+        template, [RenderJob(messages or USER, tools, True, {"bos_token": "<s>"})], clock=CLOCK
+    )
+    return out.text if out.ok else f"ERROR {out.error}"
+
+
+def test_tgi_is_minijinja_as_tgi_configures_it() -> None:
+    # no trim_blocks / lstrip_blocks: the newline after a block tag and the indentation before it stay
+    assert _tgi("{% if true %}\n  x{% endif %}") == "\n  x"
+    # native tojson: HTML-safe escapes, no ensure_ascii argument
+    assert _tgi("{{ messages[0].content | tojson }}") == '"Hi \\u003cb\\u003e \\u0026 \\u0027you\\u0027"'
+    assert "unknown keyword argument 'ensure_ascii'" in str(_tgi("{{ 'é' | tojson(ensure_ascii=False) }}"))
+    # pycompat string methods, raise_exception, strftime_now at the given clock, the variables passed
+    assert _tgi("{{ '  a '.strip() }}{{ 'ab'.startswith('a') }}") == "aTrue"
+    assert _tgi("{{ strftime_now('%Y-%m-%d') }}|{{ bos_token }}|{{ add_generation_prompt }}") == "2024-01-02|<s>|True"
+    (refused,) = TgiEngine().render_all("{{ raise_exception('no tools') }}", [RenderJob(USER, None, True)], clock=CLOCK)
+    assert refused.refused and refused.error == "raise_exception: no tools"
+
+
+def test_tgi_reports_a_template_that_does_not_parse_for_every_job() -> None:
+    outs = TgiEngine().render_all("{% if %}", [RenderJob(USER, None, True)] * 2, clock=CLOCK)
+    assert [o.ok for o in outs] == [False, False] and "syntax error" in str(outs[0].error)
+
+
+def test_the_registry_lists_the_engines_in_order_and_refuses_unknown_names() -> None:
+    assert ENGINES == ("transformers", "llama.cpp", "tgi", "transformers.js", "vllm")
+    assert engine_names(None) == ENGINES[1:]
+    assert engine_names("tgi, llama.cpp") == ("llama.cpp", "tgi")  # ENGINES order, whatever the order given
+    assert engine_names(["transformers", "tgi"]) == ("tgi",)  # the reference is always compared with
+    assert [e.name for e in engine_profiles("tgi")] == ["tgi"]
+    assert engine_profiles("tgi")[0] is engine_profiles(["tgi"])[0]  # made once per process
+    with pytest.raises(UsageError, match=r"unknown engine\(s\) tgl, ollama; engines: transformers, llama\.cpp, tgi"):
+        engine_names("tgl,ollama")
+    with pytest.raises(UsageError, match="no engine named"):
+        engine_names(" , ")
+
+
+def test_an_unknown_engine_fails_before_the_tokenizer_loads(good: Path) -> None:
+    with pytest.raises(UsageError, match="unknown engine"):
+        context(good, engines="llama.cpp,nope")
+
+
+def test_cli_engines_unknown_name_exits_2_without_traceback(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+    code, out, err = run(capsys, "verify", str(good), "--engines", "tgi,vlm")
+    assert code == 2
+    assert "unknown engine(s) vlm; engines: transformers, llama.cpp, tgi, transformers.js, vllm" in err
+    assert "Traceback" not in err + out
+
+
+def test_cli_engines_picks_the_profiles(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+    code, out, _ = run(capsys, "verify", str(good), "--engines", "tgi", "--only", "engine-parity", "--json")
+    assert code == 0
+    result = json.loads(out)["checks"][0]
+    assert result["status"] == "pass" and list(result["detail"]["engines"]) == ["tgi"]
+    tgi = result["detail"]["engines"]["tgi"]
+    assert tgi["status"] == "identical" and tgi["loads"] and tgi["differs"] == [] and tgi["fails"] == []
+    assert tgi["identical"] == tgi["renders"] > 40
+
+
+def test_the_baseline_renders_identically_in_tgi(good: Path) -> None:
+    result = check(context(good, engines="tgi"), "engine-parity")
+    assert result.status == "pass"
+    assert result.message.startswith("tgi minijinja") and "render all" in result.message
+
+
+def test_tojson_with_ensure_ascii_fails_in_tgi_naming_the_construct_and_the_rewrite(good: Path) -> None:
+    broken = GOOD.replace("tools | tojson", "tools | tojson(ensure_ascii=False)")
+    result = check(context(good, broken, engines="tgi"), "engine-parity")
+    assert result.status == "fail" and result.cause == "template"
+    assert "TGI's minijinja cannot render it: TemplateError: too many arguments" in result.message
+    assert "TGI's minijinja does not support `tojson(ensure_ascii=...)` (template line 1); write `| tojson`" in (
+        result.message
+    )
+    assert result.detail["engine"] == "tgi" and result.detail["construct"] == "`tojson(ensure_ascii=...)`"
+    assert result.hint.startswith("write `| tojson`")
+    assert result.detail["engines"]["tgi"]["status"] == "fails" and "tools-declared" in result.detail["probes"]
+
+
+def test_a_python_method_minijinja_lacks_is_named(good: Path) -> None:
+    broken = GOOD.replace("{{- m.content -}}", "{{- m.content.removeprefix('') -}}")
+    result = check(context(good, broken, engines="tgi"), "engine-parity")
+    assert result.status == "fail"
+    assert "string has no method named removeprefix" in result.message
+    assert "does not support the Python method `.removeprefix()` (template line 1)" in result.message
+    assert "a slice once tested" in result.hint
+
+
+def test_block_tags_without_whitespace_control_differ_in_tgi(good: Path) -> None:
+    loose = GOOD.replace("{{- '<|im_end|>\\n' -}}", "{% if true %}\n{% endif %}{{ '<|im_end|>\\n' }}")
+    assert loose != GOOD
+    result = check(context(good, loose, engines="tgi"), "engine-parity")
+    assert result.status == "fail"
+    assert "TGI's minijinja renders differently at char" in result.message
+    assert "a `{% ... %}` tag or `{# ... #}` comment without whitespace control (template line 1)" in result.message
+    assert "`{%- ... -%}`" in result.hint
+
+
+def test_tgi_tojson_escaping_is_the_engines_documented_behaviour_a_warning(good: Path) -> None:
+    # a tool result written with tojson: TGI writes ' < > & as \\u0027 \\u003c \\u003e \\u0026
+    escaping = GOOD.replace("{{- m.content -}}", "{{- m.content | tojson -}}")
+    result = check(context(good, escaping, engines="tgi"), "engine-parity")
+    warned = [e for e in result.detail["examples"] if e.get("engine_behaviour")]
+    assert result.status == "warn" and result.severity == "warning" and result.cause == "engine"
+    assert warned and "`| tojson`" in warned[0]["message"]
+    assert "tgi's own tojson writes ' < > & as \\u0027 \\u003c \\u003e \\u0026" in warned[0]["message"]
+    assert "documented minijinja behaviour" in warned[0]["message"]
+
+
+def test_an_unavailable_profile_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch, good: Path) -> None:
+    missing = MissingProfile("vllm", "the vllm profile cannot be imported (no module named 'x')")
+    real = engine_check.engine_profiles
+    monkeypatch.setattr(engine_check, "engine_profiles", lambda names: [*real("tgi"), missing])
+    result = check(context(good), "engine-parity")
+    assert result.status == "pass"
+    assert "(vllm skipped: the vllm profile cannot be imported (no module named 'x'))" in result.message
+    assert result.detail["engines"]["vllm"] == {"status": "skipped", "version": "missing", "reason": missing.reason}
+    monkeypatch.setattr(engine_check, "engine_profiles", lambda names: [missing])
+    only_missing = check(context(good), "engine-parity")
+    assert only_missing.status == "skip" and "vllm skipped" in only_missing.message
+
+
+# A tool whose schema holds the four characters minijinja's tojson escapes.
+ESCAPED_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Don't pass <html> & markup",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
+}
+
+
+@pytest.mark.parametrize("family", ["gemma3-tools", "llama3.2-pythonic"])
+def test_tgi_tojson_escaping_in_a_bundled_familys_tool_prompt_is_documented_behaviour(good: Path, family: str) -> None:
+    """model_configs/README.md, "Engines": a tool schema with ' < > & reaches the model escaped in TGI."""
+    var = get_family(family).variant()
+    probe = Probe("tools-escaped", ({"role": "user", "content": "Find it"},), (ESCAPED_TOOL,), True)
+    result = check(context(good, var.template, probes=(probe,), variant=var, engines="tgi"), "engine-parity")
+    assert result.status == "warn" and result.cause == "engine", result.message
+    assert "TGI's minijinja renders differently" in result.message and "\\u0027" in result.message
+    assert "documented minijinja behaviour" in result.message and result.detail["engine_behaviour"] is True
+
+
+def test_the_html_report_shows_the_first_differing_engine_side_by_side(good: Path) -> None:
+    loose = GOOD.replace("{{- '<|im_end|>\\n' -}}", "{% if true %}\n{% endif %}{{ '<|im_end|>\\n' }}")
+    ctx = context(good, loose, engines="tgi")
+    result = check(ctx, "engine-parity")
+    aligned = _failure_sides(ctx, result)
+    assert aligned is not None
+    assert aligned.left.title == f"transformers, probe {result.probe}"
+    assert aligned.right.title == f"TGI's minijinja, probe {result.probe}"
+    assert aligned.first_difference is not None
+
+
+def test_blame_reads_each_engines_error_words() -> None:
+    sameas = blame_error("llama.cpp", "x\n{% if a is sameas none %}", "compile:parser: Parser Error: Expected %}")
+    assert sameas == Blame("`is sameas none`", 2, "`is none`")
+    escape = blame_error("llama.cpp", "{{ x | e }}", "render:Error: Unknown (built-in) filter 'e' for type String")
+    assert escape is not None and escape.construct == "the filter `| e`" and "never HTML-escaped" in escape.rewrite
+    test = blame_error("tgi", "{{ x is odd2 }}", "TemplateError: unknown test: test odd2 is unknown")
+    assert test is not None and test.construct == "the test `is odd2`" and test.line == 1
+    assert blame_error("tgi", "{{ x }}", "TemplateError: undefined value") is None  # nothing known: no guess
+    assert blame_difference("tgi", "{{ x }}", "a b", "a\u00a0b", 1) is None
