@@ -1,0 +1,294 @@
+"""Static safety rules for chat templates: what a template reaches for, hides or says on a trigger, read from its
+syntax tree and its text without rendering it.
+
+A chat template is code that ships with a model. transformers renders it in an ImmutableSandboxedEnvironment and
+`limits` bounds time, memory and output, so a hostile template fails at run time; these rules name it before it
+runs, with the construct, its line and column and the fix. Each rule has a stable id:
+
+    HCT-S001  sandbox escape: a dunder or private attribute, `mro`, frame and code attributes, `|attr('__x__')`,
+              a namespace set or built with an underscore name
+    HCT-S002  attribute access through a format string: `'{0.__class__}'.format(x)`, `.format_map`
+    HCT-S003  Jinja's default globals (`cycler`, `joiner`, `lipsum`, `self`): the usual handle to Python internals
+    HCT-S004  another template or file read: `{% include %}`, `{% import %}`, `{% extends %}`
+    HCT-S005  a name transformers never passes that reads like Python or the process environment (`os`, `environ`)
+    HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block)
+    HCT-S007  a homoglyph of a control token: letters of two scripts in one token, or two tokens that look alike
+    HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock
+    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition
+    HCT-S010  an oversized literal
+    HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
+    HCT-S012  prose joined to message content in one expression: words the model reads as the speaker's
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import string
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.meta
+import jinja2.nodes as nodes
+
+from .hidden_text import hidden_unicode, homoglyph_tokens
+from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
+from .syntax import check_template_syntax, parse_environment, transformers_text
+from .trigger_rules import spliced, triggers
+
+__all__ = ["RULES", "SafetyFinding", "prose", "scan_template"]
+
+MAX_RANGE = 10_000
+MAX_REPEAT_CHARS = 100_000
+MAX_LITERAL_CHARS = 8_192
+# Attributes that reach frames, code and globals without dunders (Python 2 names too, as the sandbox lists them).
+UNSAFE_ATTRIBUTES = frozenset(
+    {"mro", "func_globals", "func_code", "func_closure", "f_globals", "f_locals", "f_builtins", "f_back"}
+    | {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code"}
+    | {"im_func", "im_self", "im_class", "format_map"}
+)
+JINJA_GLOBALS = frozenset({"cycler", "joiner", "lipsum", "self"})
+ENVIRONMENT_NAMES = frozenset(
+    {"os", "sys", "environ", "env", "getenv", "subprocess", "builtins", "__builtins__", "globals", "locals"}
+    | {"eval", "exec", "open", "compile", "getattr", "setattr", "importlib", "__import__", "config", "request"}
+)
+_ENV_VAR = re.compile(r"[A-Z][A-Z0-9]*_[A-Z0-9_]+")
+
+
+def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFinding, ...]:
+    """Every static safety finding of `template` (nothing is rendered), in the order of the template. A template
+    that does not parse raises TemplateError (see syntax.check_template_syntax)."""
+    text = transformers_text(template)
+    src = Source(text)
+    try:
+        ast = parse_environment().parse(text)
+    except jinja2.TemplateSyntaxError as err:
+        check_template_syntax(text, f"the {name} template")
+        raise AssertionError("unreachable") from err
+    found: list[SafetyFinding] = []
+    scans = (_escapes, _format_strings, _globals_and_files, _environment_names, triggers, spliced, _work, _sizes)
+    for rule_scan in scans:
+        found += rule_scan(ast, src)
+    for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
+        line, column = src.place(offset)
+        found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
+    unique = {(f.rule, f.line, f.column, f.construct): f for f in found}
+    ordered = sorted(unique.values(), key=lambda f: (f.line, f.column, f.rule))
+    return tuple(SafetyFinding(**{**_fields(f), "template": name}) for f in ordered)
+
+
+def _fields(f: SafetyFinding) -> dict[str, Any]:
+    return {k: getattr(f, k) for k in ("rule", "line", "column", "message", "severity", "fix", "construct", "detail")}
+
+
+# ---- HCT-S001, S002: sandbox escapes -------------------------------------------------------------------------
+def _unsafe(attribute: str) -> bool:
+    return attribute.startswith("_") or attribute in UNSAFE_ATTRIBUTES - {"format_map"}
+
+
+def _escape_kind(attribute: str) -> str:
+    if attribute.startswith("__") and attribute.endswith("__"):
+        return f"the dunder attribute `{attribute}`"
+    if attribute.startswith("_"):
+        return f"the private attribute `{attribute}`"
+    return f"the attribute `{attribute}`, which reaches Python internals"
+
+
+def _escapes(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    def finding(node: nodes.Node, attribute: str, how: str) -> SafetyFinding:
+        return SafetyFinding(
+            "HCT-S001",
+            node.lineno,
+            src.column(node.lineno, attribute),
+            f"{how} {_escape_kind(attribute)}: a sandbox escape (transformers' sandbox refuses it with SecurityError)",
+            construct=attribute,
+        )
+
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.NSRef, nodes.Call)):
+        if isinstance(node, nodes.Getattr) and _unsafe(node.attr):
+            yield finding(node, node.attr, "reads")
+        elif isinstance(node, nodes.Getitem) and (key := const_string(node.arg)) is not None and _unsafe(key):
+            yield finding(node, key, "reads (by subscript)")
+        elif isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
+            key = const_string(node.args[0])
+            if key is not None and _unsafe(key):
+                yield finding(node, key, "reads (with `|attr`)")
+        elif isinstance(node, nodes.NSRef) and _unsafe(node.attr):
+            yield finding(node, node.attr, f"sets `{node.name}.{node.attr}`, writing")
+        elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "namespace":
+            for keyword in node.kwargs:
+                if keyword.key.startswith("_"):
+                    yield finding(node, keyword.key, "builds a namespace with")
+
+
+def _format_fields(fmt: str) -> list[str]:
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(fmt) if name]
+    except ValueError:
+        return []
+
+
+def _literal_variables(ast: nodes.Template) -> dict[str, str]:
+    """Variables every `{% set %}` of which assigns one literal string (`{% set fmt = 'Today is {}' %}`)."""
+    values: dict[str, set[str | None]] = {}
+    for node in ast.find_all(nodes.Assign):
+        if isinstance(node.target, nodes.Name):
+            values.setdefault(node.target.name, set()).add(const_string(node.node))
+    return {name: next(iter(v)) for name, v in values.items() if len(v) == 1 and None not in v}  # type: ignore[misc]
+
+
+def _format_strings(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    literals = _literal_variables(ast)
+    for node in ast.find_all(nodes.Call):
+        if not (isinstance(node.node, nodes.Getattr) and node.node.attr in ("format", "format_map")):
+            continue
+        method = node.node.attr
+        receiver = node.node.node
+        fmt = literals.get(receiver.name) if isinstance(receiver, nodes.Name) else const_string(receiver)
+        if fmt is None:
+            if isinstance(node.node.node, nodes.Const):  # `(1).format`: not a string
+                continue
+            yield SafetyFinding(
+                "HCT-S002",
+                node.lineno,
+                src.column(node.lineno, f".{method}"),
+                f"calls `.{method}` on a string that is not a literal: text from a message used as a format "
+                "string can read attributes (`{0.__class__}`)",
+                severity="warning",
+                construct=f".{method}",
+            )
+            continue
+        reaching = [name for name in _format_fields(fmt) if "." in name or "[" in name]
+        if reaching:
+            yield SafetyFinding(
+                "HCT-S002",
+                node.lineno,
+                src.column(node.lineno, fmt[:20]),
+                f"the format string {short(fmt)} reads {', '.join(f'`{{{r}}}`' for r in reaching)} through "
+                f"`.{method}`: attribute access a template expression could not write",
+                construct=fmt,
+            )
+
+
+# ---- HCT-S003, S004, S005: globals, files, names -------------------------------------------------------------
+def _globals_and_files(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    for node in ast.find_all((nodes.Name, nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+        if isinstance(node, nodes.Name):
+            if node.name in JINJA_GLOBALS and node.ctx == "load":
+                yield SafetyFinding(
+                    "HCT-S003",
+                    node.lineno,
+                    src.column(node.lineno, node.name),
+                    f"reads Jinja's global `{node.name}`: no chat template needs it, and it is the usual handle to "
+                    "Python internals (`cycler.__init__.__globals__`)",
+                    construct=node.name,
+                )
+            continue
+        what = const_string(getattr(node, "template", None) or nodes.Const(None)) or "an expression"
+        tag: dict[type, str] = {nodes.Import: "import", nodes.FromImport: "from", nodes.Extends: "extends"}
+        keyword = tag.get(type(node), "include")
+        yield SafetyFinding(
+            "HCT-S004",
+            node.lineno,
+            src.column(node.lineno, keyword),
+            f"`{{% {keyword} %}}` reads another template or file ({short(what)}): a chat template must stand alone",
+            construct=f"{keyword} {what}",
+        )
+
+
+def _environment_names(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    undeclared = jinja2.meta.find_undeclared_variables(ast)
+    suspicious = sorted(n for n in undeclared if n in ENVIRONMENT_NAMES or _ENV_VAR.fullmatch(n))
+    for name in suspicious:
+        node = next(n for n in ast.find_all(nodes.Name) if n.name == name)
+        yield SafetyFinding(
+            "HCT-S005",
+            node.lineno,
+            src.column(node.lineno, name),
+            f"reads `{name}`, a name transformers never passes that reads like Python or the process environment: "
+            "it renders empty in transformers, and an engine that passes more globals could fill it",
+            construct=name,
+        )
+
+
+# ---- HCT-S009, S010: work and size ---------------------------------------------------------------------------
+def const_int(node: nodes.Node) -> float | None:
+    """An integer expression of literals (`10**9`, `100000 * 100000`), as a float (inf when astronomical)."""
+    if isinstance(node, nodes.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, (nodes.Pow, nodes.Mul, nodes.Add)):
+        left, right = const_int(node.left), const_int(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node, nodes.Add):
+            return left + right
+        if isinstance(node, nodes.Mul):
+            return left * right
+        if right > 1e6 or (left > 1 and right * math.log10(left) > 300):
+            return math.inf
+        return float(left**right)
+    return None
+
+
+def _repeat(node: nodes.Mul) -> tuple[str, float] | None:
+    for text_side, count_side in ((node.left, node.right), (node.right, node.left)):
+        text, count = const_string(text_side), const_int(count_side)
+        if text is not None and count is not None:
+            return text, len(text) * count
+    return None
+
+
+def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    for node in ast.find_all((nodes.Call, nodes.Mul, nodes.Macro)):
+        if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
+            sizes = [const_int(a) for a in node.args]
+            size = max((s for s in sizes if s is not None), default=0)
+            if size > MAX_RANGE:
+                count = "an astronomical number of" if math.isinf(size) else f"{size:,.0f}"
+                yield SafetyFinding(
+                    "HCT-S009",
+                    node.lineno,
+                    src.column(node.lineno, "range"),
+                    f"`range` over {count} items (a chat template loops over the conversation, at most "
+                    f"{MAX_RANGE:,} constant steps)",
+                    construct=f"range {size:.0f}",
+                )
+        elif isinstance(node, nodes.Mul) and (rep := _repeat(node)) and rep[1] > MAX_REPEAT_CHARS:
+            amount = "an astronomical number of" if math.isinf(rep[1]) else f"{rep[1]:,.0f}"
+            yield SafetyFinding(
+                "HCT-S009",
+                node.lineno,
+                src.column(node.lineno, "*"),
+                f"repeats {short(rep[0], 20)} into {amount} characters",
+                construct=f"repeat {rep[0][:20]} {rep[1]:.0f}",
+            )
+        elif isinstance(node, nodes.Macro) and _recurses_unconditionally(node):
+            yield SafetyFinding(
+                "HCT-S009",
+                node.lineno,
+                src.column(node.lineno, node.name),
+                f"the macro `{node.name}` calls itself with no condition around the call: it recurses until the "
+                "interpreter stops it",
+                construct=f"macro {node.name}",
+            )
+
+
+def _recurses_unconditionally(macro: nodes.Macro) -> bool:
+    calls = [c for c in macro.find_all(nodes.Call) if isinstance(c.node, nodes.Name) and c.node.name == macro.name]
+    guarded = any(True for _ in macro.find_all((nodes.If, nodes.CondExpr, nodes.For)))
+    return bool(calls) and not guarded
+
+
+def _sizes(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    for node in ast.find_all((nodes.TemplateData, nodes.Const)):
+        value = literal_value(node)
+        if isinstance(value, str) and len(value) > MAX_LITERAL_CHARS:
+            yield SafetyFinding(
+                "HCT-S010",
+                node.lineno,
+                src.column(node.lineno, value[:30]),
+                f"a literal of {len(value):,} characters (over {MAX_LITERAL_CHARS:,}), starting {short(value, 40)}: "
+                "too long to review as part of a template",
+                construct=hashlib.sha256(value.encode("utf-8")).hexdigest()[:16],
+            )

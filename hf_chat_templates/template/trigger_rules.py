@@ -1,0 +1,159 @@
+"""HCT-S008 (literal text written only when message content holds a string, or on the clock) and HCT-S012 (prose
+appended to message content in one expression): instructions a template gives the model on a trigger, or in the
+speaker's name. Read from the syntax tree; nothing is rendered."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
+
+CONTENT_KEYS = frozenset({"content", "text"})
+CLOCK_CALLS = frozenset({"strftime_now", "now", "today", "utcnow"})
+STRING_TESTS = frozenset({"startswith", "endswith", "find", "rfind", "index", "count", "__contains__"})
+
+
+def _reads(node: nodes.Node, tainted: dict[str, str]) -> str | None:
+    """'content' when `node` reads message content, 'clock' when it reads the clock, else None."""
+    for sub in (node, *node.find_all((nodes.Getattr, nodes.Getitem, nodes.Call, nodes.Name))):
+        if isinstance(sub, nodes.Call):
+            callee = sub.node
+            name = callee.name if isinstance(callee, nodes.Name) else getattr(callee, "attr", None)
+            if name in CLOCK_CALLS:
+                return "clock"
+        elif (isinstance(sub, nodes.Getattr) and sub.attr in CONTENT_KEYS) or (
+            isinstance(sub, nodes.Getitem) and const_string(sub.arg) in CONTENT_KEYS
+        ):
+            return "content"
+        elif isinstance(sub, nodes.Name) and sub.name in tainted and sub.ctx == "load":
+            return tainted[sub.name]
+    return None
+
+
+def _taint(ast: nodes.Template) -> dict[str, str]:
+    """Variables set from message content or the clock (`{% set c = message.content %}`), to a fixed point."""
+    tainted: dict[str, str] = {}
+    for _ in range(4):
+        before = dict(tainted)
+        node: Any
+        for node in ast.find_all((nodes.Assign, nodes.For)):
+            source = node.node if isinstance(node, nodes.Assign) else node.iter
+            kind = _reads(source, tainted)
+            if kind:
+                for name in node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else ():
+                    tainted[name.name] = kind
+                if isinstance(node.target, nodes.Name):
+                    tainted[node.target.name] = kind
+        if tainted == before:
+            break
+    return tainted
+
+
+def _compared(node: nodes.Compare, tainted: dict[str, str]) -> tuple[str, str] | None:
+    sides = [node.expr, *(op.expr for op in node.ops)]
+    ops = {op.op for op in node.ops}
+    kinds = {_reads(s, tainted) for s in sides} - {None}
+    literals = [s.value for s in sides if isinstance(s, nodes.Const) and s.value is not None]
+    if "clock" in kinds and literals:
+        return "clock", repr(literals[0])
+    words = [v for v in literals if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v)]
+    if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
+        return "content", ("contains " if ops & {"in", "notin"} else "equals ") + repr(words[0])
+    return None
+
+
+def _called(node: nodes.Call, tainted: dict[str, str]) -> tuple[str, str] | None:
+    method = node.node
+    if isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS and node.args:
+        arg = const_string(node.args[0])
+        if _reads(method.node, tainted) == "content" and arg is not None and re.search(r"[^\W\d_]{2}", arg):
+            return "content", f"passes .{method.attr}({arg!r})"
+    if _reads(node, tainted) == "clock":
+        return "clock", "the date"
+    return None
+
+
+def _trigger(test: nodes.Node, tainted: dict[str, str]) -> tuple[str, str] | None:
+    """(what is read, the trigger) when `test` compares content with a literal, or reads the clock."""
+    for node in (test, *test.find_all((nodes.Compare, nodes.Call))):
+        found = (
+            _compared(node, tainted)
+            if isinstance(node, nodes.Compare)
+            else _called(node, tainted)
+            if isinstance(node, nodes.Call)
+            else None
+        )
+        if found:
+            return found
+    return None
+
+
+def _gated_literals(branch: list[nodes.Node]) -> Iterator[nodes.Node]:
+    """The prose literals a branch writes (not a `raise_exception` message: that stops the render)."""
+    for stmt in branch:
+        for out in [stmt] if isinstance(stmt, nodes.Output) else stmt.find_all(nodes.Output):
+            refusals = {
+                id(const)
+                for call in out.find_all(nodes.Call)
+                if isinstance(call.node, nodes.Name) and call.node.name == "raise_exception"
+                for const in call.find_all(nodes.Const)
+            }
+            for node in out.find_all((nodes.TemplateData, nodes.Const)):
+                value = literal_value(node)
+                if isinstance(value, str) and prose(value) and id(node) not in refusals:
+                    yield node
+
+
+def _prose_line(lineno: int, value: str) -> tuple[int, str]:
+    """The line of a literal that starting at `lineno` holds its first words, and those words."""
+    for i, row in enumerate(value.split("\n")):
+        if prose(row):
+            return lineno + i, row.strip()
+    return lineno, value.strip()
+
+
+def triggers(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    tainted = _taint(ast)
+    for node in ast.find_all(nodes.If):
+        found = _trigger(node.test, tainted)
+        if not found:
+            continue
+        kind, trigger = found
+        for literal in _gated_literals([*node.body, *node.elif_, *node.else_]):
+            value = literal_value(literal)
+            said = "message content " + trigger if kind == "content" else f"the clock is compared with {trigger}"
+            line, needle = _prose_line(literal.lineno, value)
+            yield SafetyFinding(
+                "HCT-S008",
+                line,
+                src.column(line, needle[:30]),
+                f"the text {short(needle)} is written only when {said} (condition at line {node.lineno}): "
+                "the model is told something on a trigger the conversation does not show",
+                construct=f"{kind}:{trigger}:{value.strip()[:80]}",
+                detail={"trigger": kind},
+            )
+
+
+def spliced(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    """Prose written right after message content in one expression (`message.content + ' Remember: …'`). A
+    preamble before it is not flagged (the speaker's own words close the turn there), nor text after a variable
+    that holds content (Gemma folds the system prompt and the tools' documented text into one prefix that way)."""
+    node: Any
+    for node in ast.find_all((nodes.Add, nodes.Concat)):
+        parts = node.nodes if isinstance(node, nodes.Concat) else [node.left, node.right]
+        reads = [i for i, p in enumerate(parts) if _reads(p, {}) == "content"]
+        for part in parts[reads[0] + 1 :] if reads else ():
+            value = const_string(part)
+            if value is not None and prose(value, words=3):
+                yield SafetyFinding(
+                    "HCT-S012",
+                    node.lineno,
+                    src.column(node.lineno, value.strip()[:30]),
+                    f"the text {short(value.strip())} is appended to message content: the model reads it as part "
+                    "of what the speaker wrote",
+                    construct=value.strip()[:80],
+                )
