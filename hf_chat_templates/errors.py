@@ -69,6 +69,9 @@ PARAMETERS = frozenset(
         "split",
         "fail_on",
         "sanitize",
+        "engine",
+        "ray_address",
+        "num_cpus",
     }
 )
 # An argument's name between two unit separators: a control character no path, JSON value or template holds in a

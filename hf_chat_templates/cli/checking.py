@@ -19,6 +19,26 @@ from .app import (
     json_option,
     template_options,
 )
+from .gguf_files import against_option
+
+# The options --all cannot honour (it verifies every bundled family on its default tokenizer): parameter -> option.
+NOT_WITH_ALL = {
+    "source": "SOURCE",
+    "family": "--family",
+    "variant": "--variant",
+    "template_file": "--template",
+    "conversations": "--conversations",
+    "kwarg_pairs": "--kwarg",
+    "stop_tokens": "--stop-token",
+    "control_tokens": "--control-token",
+    "revision": "--revision",
+    "token": "--token",
+    "training": "--training",
+    "sanitize": "--sanitize",
+    "workers": "--workers",
+    "sarif_out": "--sarif",
+    "baseline": "--baseline",
+}
 
 
 @cli.command("verify")
@@ -33,6 +53,12 @@ from .app import (
 @input_options
 @click.option("--only", default=None, help="Comma-separated check ids to run.")
 @click.option(
+    "--engines",
+    default=None,
+    help="Comma-separated engine profiles engine-parity compares with transformers: llama.cpp, tgi, "
+    "transformers.js, vllm (default: every one; a profile that cannot run here is skipped with its reason).",
+)
+@click.option(
     "--fail-on",
     type=click.Choice(["error", "warning"]),
     default="error",
@@ -42,7 +68,8 @@ from .app import (
 @click.option(
     "--training",
     is_flag=True,
-    help="The template will be trained on: data it never reads (tools, reasoning, ...) is an error, not a warning.",
+    help="The template will be trained on: data it never reads (tools, reasoning, ...) is an error, not a warning; "
+    "with --conversations, only fields the data has.",
 )
 @click.option(
     "--sanitize",
@@ -50,6 +77,7 @@ from .app import (
     help="Content is rendered with sanitize_control_tokens=True: content that still forges a control token fails.",
 )
 @click.option("--workers", type=int, default=None, help="Worker processes for --conversations.")
+@against_option
 @click.option(
     "--all",
     "all_families",
@@ -66,6 +94,20 @@ from .app import (
     default=None,
     help="Also write a self-contained HTML report: the matrix, and the tokens around every failure.",
 )
+@click.option(
+    "--sarif",
+    "sarif_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the findings as SARIF 2.1.0 (for code-scanning interfaces); template-safety findings carry "
+    "their line and column.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    default=None,
+    help='Accepted template-safety findings: JSON {"accepted": [{"rule", "fingerprint" or "line", "reason"}]}.',
+)
 @json_option
 @families_option
 def verify_command(
@@ -75,6 +117,7 @@ def verify_command(
     template_file: Path | None,
     conversations: str | None,
     only: str | None,
+    engines: str | None,
     fail_on: str,
     training: bool,
     sanitize: bool,
@@ -86,42 +129,30 @@ def verify_command(
     stop_tokens: tuple[str, ...],
     control_tokens: tuple[str, ...],
     html_out: Path | None,
+    sarif_out: Path | None,
+    baseline: Path | None,
     as_json: bool,
     **reading: Any,
 ) -> None:
-    """Run the named checks on a tokenizer and template. Exit 1 when a check finds an error (or, with
-    --fail-on warning, a warning)."""
+    """Run the named checks on a tokenizer and template. Exit 1 on an error (--fail-on warning: a warning too)."""
     from ..conversations.records import parse_kwargs
-    from ..errors import UsageError
     from ..verification.runner import verify_with_context
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
     if all_families:
-        _refuse_ignored_with_all(
-            {
-                "SOURCE": source,
-                "--family": family,
-                "--variant": variant,
-                "--template": template_file,
-                "--conversations": conversations,
-                "--kwarg": kwarg_pairs,
-                "--stop-token": stop_tokens,
-                "--control-token": control_tokens,
-                "--revision": revision,
-                "--token": token,
-                "--training": training,
-                "--sanitize": sanitize,
-                "--workers": workers,
-            }
-        )
-        _verify_all(checks, html_out, as_json)
-    if workers is not None and conversations is None:
-        raise UsageError("--workers is for --conversations; it would be ignored", hint="drop --workers")
-    if not source:
-        raise UsageError(
-            "missing SOURCE (a tokenizer folder or Hub repo id), or --all", hint="hf-chat-templates verify --all"
-        )
+        given = locals()
+        _refuse_ignored_with_all({flag: given[name] for name, flag in NOT_WITH_ALL.items()})
+        _verify_all(checks, html_out, as_json, engines)
+    source = _given_source(source, workers, conversations)
     kwargs = parse_kwargs(kwarg_pairs)
+    accepted = _read_baseline(baseline)
+    dataset = None
+    if conversations is not None:  # first: what the data carries decides whether a field never read loses anything
+        from ..verification.dataset import verify_conversations
+
+        options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
+        options |= {"revision": revision, "token": token, "workers": workers, "progress": not as_json, "only": checks}
+        dataset = verify_conversations(source, conversations, **options, **reading)
     report, ctx = verify_with_context(
         source,
         family=family,
@@ -135,19 +166,46 @@ def verify_command(
         control_tokens=control_tokens or None,
         training=training,
         sanitize=sanitize,
+        data_fields=dataset.fields if dataset is not None else None,
+        engines=engines,
     )
+    report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:
         _write_html(html_out, [(report, ctx)])
-    dataset = None
-    if conversations is not None:
-        from ..verification.dataset import verify_conversations
-
-        options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
-        options |= {"revision": revision, "token": token, "workers": workers, "progress": not as_json, "only": checks}
-        dataset = verify_conversations(source, conversations, **options, **reading)
     _print_report(report, dataset, as_json)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
+
+
+def _read_baseline(path: Path | None) -> Any:
+    from ..verification.sarif import read_baseline
+
+    return read_baseline(path) if path is not None else None
+
+
+def _safety_outputs(report: Any, ctx: Any, accepted: Any, sarif_out: Path | None, template_file: Path | None) -> Any:
+    """The report with the baseline's accepted findings taken out, and its SARIF log written when asked."""
+    from ..verification.sarif import apply_baseline, template_artifact, write_sarif
+
+    if accepted is not None:
+        report = apply_baseline(report, accepted)
+    if sarif_out is not None:
+        write_sarif(sarif_out, report, template_artifact(ctx, template_file))
+        click.echo(f"SARIF written: {sarif_out}", err=True)
+    return report
+
+
+def _given_source(source: str | None, workers: int | None, conversations: str | None) -> str:
+    """SOURCE, once the options given make sense without --all."""
+    from ..errors import UsageError
+
+    if workers is not None and conversations is None:
+        raise UsageError("--workers is for --conversations; it would be ignored", hint="drop --workers")
+    if not source:
+        raise UsageError(
+            "missing SOURCE (a tokenizer folder or Hub repo id), or --all", hint="hf-chat-templates verify --all"
+        )
+    return source
 
 
 def _refuse_ignored_with_all(given: dict[str, Any]) -> None:
@@ -174,13 +232,13 @@ def _print_report(report: Any, dataset: Any, as_json: bool) -> None:
             click.echo(dataset.describe())
 
 
-def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool) -> None:
+def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, engines: str | None = None) -> None:
     """`verify --all`: every bundled family and variant; exits 1 when a family's default variant fails."""
     from .. import list_families
     from ..verification.runner import verify_all_with_contexts
     from ..view.report import format_matrix
 
-    results = verify_all_with_contexts(only=checks)
+    results = verify_all_with_contexts(only=checks, engines=engines)
     reports = [r for r, _ in results]
     if html_out is not None:
         _write_html(html_out, results)

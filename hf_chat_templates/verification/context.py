@@ -13,6 +13,7 @@ from ..conversations.probes import CAPABILITIES, Probe, Sentinel, id_format_for
 from ..conversations.suite import build_probes
 from ..families.registry import Variant
 from ..families.tokens import TemplateTokens, inferred_control_tokens, template_tokens
+from ..template.engines.registry import engine_names
 from ..template.rendering import Rendered, Renderer
 from ..template.spans import TurnSpans, assistant_spans
 from ..tokenizer.folder import TokenizerFolder
@@ -81,13 +82,19 @@ class VerifyContext:
         tool_template: str | None = None,
         training: bool = False,
         sanitize: bool = False,
+        engines: Iterable[str] | str | None = None,
+        data_fields: dict[str, int] | None = None,
     ) -> None:
         """`stop_tokens` and `control_tokens` are the caller's declarations: declared stops replace the family's or
         inferred ones; declared control tokens come first, before the family's and the inferred ones.
         `tool_template` is the folder's named `tool_use` template: probes with tools are rendered with it, as
         transformers renders a conversation given tools. `training`: the template will be trained on, so data it
         never reads is lost (a failure, not a warning). `sanitize`: the caller renders untrusted content with
-        sanitize_control_tokens=True, so content that still becomes a control token is a failure."""
+        sanitize_control_tokens=True, so content that still becomes a control token is a failure.
+        `engines`: the engine profiles `engine-parity` compares with transformers (default: every one; an unknown
+        name raises UsageError). `data_fields`: what the data to train on carries (records per field: system,
+        tools, tool_calls, tool_results, reasoning), when known: a field the template never reads and the data never
+        has loses nothing."""
         self.tokenizer = tokenizer
         self.declared_stops = tuple(stop_tokens) if stop_tokens is not None else None
         self.declared_controls = tuple(control_tokens or ())
@@ -99,6 +106,8 @@ class VerifyContext:
         self.renderer = Renderer(tokenizer, template, self.kwargs, tool_template=tool_template)
         self.training = training
         self.sanitize = sanitize
+        self.engines = engine_names(engines)
+        self.data_fields = data_fields
         self.id_format = id_format_for(template + (tool_template or ""))
         self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
         self._probe_ids: dict[str, list[int]] = {}

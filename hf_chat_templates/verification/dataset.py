@@ -21,7 +21,15 @@ from typing import Any
 
 from .. import _compat
 from ..conversations.batches import map_batches, progress_bar, render_batch
-from ..conversations.normalize import Normalizer, RecordProblem, RecordTally, SkipLimit, over_limit
+from ..conversations.normalize import (
+    REASONING_DROPPED,
+    REASONING_FIELDS,
+    Normalizer,
+    RecordProblem,
+    RecordTally,
+    SkipLimit,
+    over_limit,
+)
 from ..conversations.records import open_conversations, record_batches
 from ..errors import UsageError, option
 from ..families.source import choose_template
@@ -58,6 +66,7 @@ class DatasetReport:
     max_skipped: str = ""  # no limit unless given
     over_limit: str = ""
     checks: tuple[str, ...] = RECORD_CHECK_IDS  # the per-record checks run (verify --only picks them)
+    fields: dict[str, int] = field(default_factory=dict)  # records that carry each field (system, tools, ...)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +83,8 @@ class DatasetReport:
         self.bad_lines = sorted(self.bad_lines + other.bad_lines)[:MAX_LISTED]
         self.tally.add(other.tally)
         self.reasoning_field = self.reasoning_field or other.reasoning_field
+        for name, n in other.fields.items():
+            self.fields[name] = self.fields.get(name, 0) + n
         for c in RECORD_CHECK_IDS:
             self.failed[c] += other.failed[c]
             self.examples[c] = (self.examples[c] + other.examples[c])[:MAX_EXAMPLES]
@@ -90,6 +101,7 @@ class DatasetReport:
             "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines],
             "bad_line_count": self.bad_line_count,
             "skips": self.tally.to_dict(self.reasoning_field),
+            "fields": self.fields,
             "max_skipped": self.max_skipped,
             "over_limit": self.over_limit,
             "checks": {
@@ -162,6 +174,8 @@ class RecordChecker:
                 report.note("normalize", number, f"cannot be normalized ({type(err).__name__}: {err})")
                 continue
             report.tally.applied(steps)
+            for name in carried_fields(normal, reasoning_dropped=REASONING_DROPPED in steps):
+                report.fields[name] = report.fields.get(name, 0) + 1
             kept.append((number, normal))
         return kept
 
@@ -227,6 +241,23 @@ class RecordChecker:
                 if message is not None:
                     _fail(report, check_id, number, message)
         return report
+
+
+def carried_fields(record: dict[str, Any], *, reasoning_dropped: bool = False) -> set[str]:
+    """What a normalized record carries, by verify's capability names: system, tools, tool_calls, tool_results,
+    reasoning (also when normalization dropped it because the template reads none)."""
+    messages = record["messages"]
+    found = {"tools"} if record.get("tools") else set()
+    if messages and messages[0].get("role") == "system" and messages[0].get("content"):
+        found.add("system")
+    for m in messages:
+        if m.get("tool_calls"):
+            found.add("tool_calls")
+        if m.get("role") == "tool":
+            found.add("tool_results")
+        if m.get("role") == "assistant" and any(m.get(name) for name in REASONING_FIELDS):
+            found.add("reasoning")
+    return found | ({"reasoning"} if reasoning_dropped else set())
 
 
 def _fail(report: DatasetReport, check: str, number: int, message: str) -> None:

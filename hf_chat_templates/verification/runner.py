@@ -21,6 +21,7 @@ from ..errors import UsageError, option
 from ..families.registry import Family, Variant, list_families
 from ..families.source import choose_template
 from ..installation.apply import install
+from ..template.engines.registry import engine_names
 from ..template.rendering import named_template
 from ..tokenizer.base import base_tokenizer
 from ..tokenizer.folder import read_folder
@@ -93,13 +94,15 @@ def verify(
     control_tokens: Iterable[str] | None = None,
     training: bool = False,
     sanitize: bool = False,
+    engines: Iterable[str] | str | None = None,
 ) -> VerificationReport:
     """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file.
 
     `stop_tokens` declares the tokens that end an assistant turn (they replace the family's or inferred ones);
     `control_tokens` declares control tokens the template writes, checked with those found. `training`: data the
     template never reads is an error, not a warning. `sanitize`: content is rendered with
-    sanitize_control_tokens=True, so content that still becomes a control token is an error.
+    sanitize_control_tokens=True, so content that still becomes a control token is an error. `engines`: the engine
+    profiles `engine-parity` compares with transformers ("llama.cpp,tgi" or a list; default: every available one).
     `report.ok` is no error; `report.passes("warning")` no warning either."""
     return verify_with_context(
         source,
@@ -114,6 +117,7 @@ def verify(
         control_tokens=control_tokens,
         training=training,
         sanitize=sanitize,
+        engines=engines,
     )[0]
 
 
@@ -156,10 +160,14 @@ def load_context(
     control_tokens: Iterable[str] | None = None,
     training: bool = False,
     sanitize: bool = False,
+    engines: Iterable[str] | str | None = None,
+    data_fields: dict[str, int] | None = None,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
-    """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file."""
+    """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
+    `data_fields`: records per field of the data to train on, when known (`verify --conversations`)."""
     from transformers import AutoTokenizer
 
+    engine_names(engines)  # an unknown engine name fails before the tokenizer loads
     choice = choose_template(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
     )
@@ -185,18 +193,24 @@ def load_context(
         control_tokens=control_tokens,
         training=training,
         sanitize=sanitize,
+        engines=engines,
+        data_fields=data_fields,
     )
     return ctx, choice.family, choice.variant, choice.path
 
 
-def verify_all(*, only: Iterable[str] | None = None, workdir: Path | None = None) -> list[VerificationReport]:
-    """Every bundled family and variant, installed on its default real base tokenizer, then verified."""
-    return [report for report, _ in verify_all_with_contexts(only=only, workdir=workdir)]
+def verify_all(
+    *, only: Iterable[str] | None = None, workdir: Path | None = None, engines: Iterable[str] | str | None = None
+) -> list[VerificationReport]:
+    """Every bundled family and variant, installed on its default real base tokenizer, then verified. `engines`:
+    the engine profiles `engine-parity` compares with transformers (default: every available one)."""
+    return [report for report, _ in verify_all_with_contexts(only=only, workdir=workdir, engines=engines)]
 
 
 def verify_all_with_contexts(
-    *, only: Iterable[str] | None = None, workdir: Path | None = None
+    *, only: Iterable[str] | None = None, workdir: Path | None = None, engines: Iterable[str] | str | None = None
 ) -> list[tuple[VerificationReport, VerifyContext]]:
+    engine_names(engines)  # an unknown name fails before anything is installed
     results = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for fam in list_families():
@@ -204,7 +218,7 @@ def verify_all_with_contexts(
             for var in fam.variants.values():
                 out = Path(tmp) / f"{fam.name}-{var.name}"
                 install(fam, base, out, variant=var.name)
-                report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only)
+                report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only, engines=engines)
                 results.append(
                     (
                         VerificationReport(

@@ -104,6 +104,25 @@ def test_data_a_template_never_reads_is_a_warning_and_an_error_when_trained_on(g
     assert trained.status == "fail" and "with --training" not in trained.message
 
 
+def test_a_field_the_data_never_has_loses_nothing_when_trained_on(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    without = check(context(good, training=True, data_fields={"system": 3}), "nothing-dropped")
+    assert without.status == "info" and "the data has none: nothing of it is lost" in without.message
+    with_reasoning = check(context(good, training=True, data_fields={"reasoning": 1}), "nothing-dropped")
+    assert with_reasoning.status == "fail"
+    from ..helpers import write_jsonl
+
+    plain = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    thinking = {"messages": [plain["messages"][0], {**plain["messages"][1], "reasoning_content": "think"}]}
+    data = write_jsonl(tmp_path / "plain.jsonl", [json.dumps(plain)])
+    only = ("--only", "nothing-dropped")
+    assert run(capsys, "verify", str(good), "--training", "--conversations", str(data), *only)[0] == 0
+    data = write_jsonl(tmp_path / "thinking.jsonl", [json.dumps(thinking)])
+    code, out, _ = run(capsys, "verify", str(good), "--training", "--conversations", str(data), *only)
+    assert code == 1 and "reasoning (reasoning_content) is never rendered" in out
+
+
 def test_a_thinking_models_template_that_drops_reasoning_fails(good: Path) -> None:
     result = check(context(good, THINKING_WITHOUT_REASONING), "nothing-dropped")
     assert result.status == "fail"

@@ -1,6 +1,7 @@
 """Every check, in the order they run: one ordered tuple of (id, function of the context). Each module holds one
 concern: `tokens` (how a rendering becomes ids), `content` (what a rendering keeps), `training` (the assistant
-mask), `portability` (the clock, other engines, the official renderer), `folder` (the files agree)."""
+mask), `portability` (the clock, other engines, the official renderer), `folder` (the files agree), `safety`
+(what the template reaches for, hides or says on a trigger)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult
-from . import content, fidelity, folder, portability, stability, tokens, training
+from . import content, engines, fidelity, folder, portability, safety, stability, tokens, training
 
 Check = Callable[[VerifyContext], CheckResult]
 RecordCheck = Callable[[RecordContext], "str | None"]
@@ -27,12 +28,13 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("boundary-merge", tokens.boundary_merge),
     ("stop-token-registered", tokens.stop_token_registered),
     ("deterministic", portability.deterministic),
-    ("engine-parity", portability.engine_parity),
+    ("engine-parity", engines.engine_parity),
     ("reference-parity", portability.reference_parity),
     ("injection", tokens.injection),
     ("template-sources-agree", folder.template_sources_agree),
     ("added-tokens-agree", folder.added_tokens_agree),
     ("generation-config-consistent", folder.generation_config_consistent),
+    ("template-safety", safety.template_safety),
 )
 CHECK_ORDER = tuple(check_id for check_id, _ in CHECKS)
 # Where each check's findings are fixed, unless a finding says otherwise (see results.CAUSES).
@@ -56,6 +58,7 @@ CHECK_CAUSES = {
     "template-sources-agree": "tokenizer config",
     "added-tokens-agree": "tokenizer config",
     "generation-config-consistent": "tokenizer config",
+    "template-safety": "template",
 }
 
 # The checks that also run on every record of a dataset, under the same ids: each returns the failure's message.

@@ -217,10 +217,13 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
             severity, why = "error", " although the template renders their results"
         elif capability == "reasoning" and _THINKING.search(ctx.template):
             severity, why = "error", " although the template is a thinking model's (it speaks of thinking)"
+        if ctx.data_fields is not None and not ctx.data_fields.get(capability):
+            severity, why = "info", f"{why}; the data has none: nothing of it is lost"
         findings.append(
             Finding(
                 probe.id if probe else None,
-                f"{loss}{why}" + ("" if severity == "error" or ctx.training else " (with --training: a failure)"),
+                f"{loss}{why}"
+                + ("" if severity in ("error", "info") or ctx.training else " (with --training: a failure)"),
                 {"capability": capability},
                 severity=severity,
                 hint=_LOSS_FIXES[capability],
