@@ -41,7 +41,9 @@ MAX_EXAMPLES = 10
 
 Render = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str]
 
-_PROBE_ARGUMENTS = {"city": "Paris", "days": 2}
+# Written by json.dumps with its defaults, as most datasets are: "ü" becomes \u00fc, which a template that reads the
+# JSON string itself (Llama 3.2 pythonic) cannot decode, so such a template gets mappings.
+_PROBE_ARGUMENTS = {"city": "Zürich", "days": 2}
 _PROBE_TOOLS = [
     {
         "type": "function",
