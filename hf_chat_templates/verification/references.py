@@ -4,16 +4,19 @@
 express is skipped, not failed. Both renderers are driven from OpenAI/transformers-format messages:
 
 - Harmony: system/developer as `SystemContent` (date from the frozen clock, reasoning effort from the kwargs) and
-  `DeveloperContent` (instructions, function tools); assistant reasoning on the analysis channel, tool calls on
+  `DeveloperContent` (instructions, function tools); assistant reasoning on the analysis channel, content written
+  next to tool calls as a preamble on commentary before them (the Harmony guide's "Preambles"), tool calls on
   commentary to `functions.NAME` with `<|constrain|>json`, answers on final; tool results from `functions.NAME`.
-  Conversations that end with an assistant turn use `render_conversation_for_training`, prompts
-  `render_conversation_for_completion`.
+  Prompts use `render_conversation_for_completion` with the `auto_drop_analysis` kwarg (default True, harmony's).
+  A conversation that ends with an assistant turn is that turn's prompt, as harmony renders it, followed by the
+  turn with its analysis (`render_conversation_for_training` with `auto_drop_analysis=False`).
 - Llama 3.2: `ChatFormat.encode_dialog_prompt` with `ToolPromptFormat.python_list`; with tools and no system
   message, the zero-shot system prompt documented in llama-models' `llama3_2/text_prompt_format.md`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -64,7 +67,9 @@ def _arguments(fn: dict[str, Any]) -> str:
 # ---- Harmony ---------------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
 def harmony_encoding() -> Any:
+    """The gpt-oss encoding, loaded once per process (it reads and indexes the o200k vocabulary)."""
     try:
         import openai_harmony  # noqa: F401
     except ImportError:
@@ -89,6 +94,9 @@ def _harmony_turns(messages: list[dict[str, Any]]) -> list[Any]:
             reasoning = m.get("reasoning_content") or m.get("thinking")
             if reasoning:
                 out.append(Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis"))
+            preamble = _text(m.get("content")) if m.get("tool_calls") else ""
+            if preamble:
+                out.append(Message.from_role_and_content(Role.ASSISTANT, preamble).with_channel("commentary"))
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", call)
                 called.append(fn["name"])
@@ -98,7 +106,7 @@ def _harmony_turns(messages: list[dict[str, Any]]) -> list[Any]:
                     .with_recipient(f"functions.{fn['name']}")
                     .with_content_type("<|constrain|>json")
                 )
-            if _text(m.get("content")) or not m.get("tool_calls"):
+            if not m.get("tool_calls"):
                 out.append(Message.from_role_and_content(Role.ASSISTANT, _text(m.get("content"))).with_channel("final"))
         elif role == "tool":
             name = m.get("name") or (called.pop(0) if called else None)
@@ -120,6 +128,7 @@ def harmony_ids(probe: Probe, *, date: str, kwargs: dict[str, Any]) -> list[int]
         DeveloperContent,
         Message,
         ReasoningEffort,
+        RenderConversationConfig,
         Role,
         SystemContent,
         ToolDescription,
@@ -158,22 +167,21 @@ def harmony_ids(probe: Probe, *, date: str, kwargs: dict[str, Any]) -> list[int]
             )
         out.append(Message.from_role_and_content(Role.DEVELOPER, developer))
     encoding = harmony_encoding()
-    if probe.ends_with_assistant:
-        # Training keeps the trained turn's analysis, as the model's own template does; earlier analysis is dropped
-        # as Harmony drops it (before the conversation's first final message).
-        from openai_harmony import RenderConversationConfig
-
-        history, last = _harmony_turns(messages[:-1]), _harmony_turns(messages[-1:])
-        first_final = next((i for i, m in enumerate(history) if m.channel == "final"), len(history))
-        history = [m for i, m in enumerate(history) if not (m.channel == "analysis" and i < first_final)]
-        convo = Conversation.from_messages(out + history + last)
-        config = RenderConversationConfig(auto_drop_analysis=False)
-        return list(encoding.render_conversation_for_training(convo, config))
+    drop = RenderConversationConfig(auto_drop_analysis=bool(kwargs.get("auto_drop_analysis", True)))
+    if probe.ends_with_assistant and not probe.add_generation_prompt:
+        # The messages before the trained turn are its prompt, rendered as harmony renders it; the turn keeps its
+        # analysis, as the model's own template does (harmony's default for training would drop it).
+        prompt = Conversation.from_messages(out + _harmony_turns(messages[:-1]))
+        turn = Conversation.from_messages(_harmony_turns(messages[-1:]))
+        keep = RenderConversationConfig(auto_drop_analysis=False)
+        return list(encoding.render_conversation(prompt, drop)) + list(
+            encoding.render_conversation_for_training(turn, keep)
+        )
     out += _harmony_turns(messages)
     convo = Conversation.from_messages(out)
     if probe.add_generation_prompt:
-        return list(encoding.render_conversation_for_completion(convo, Role.ASSISTANT))
-    return list(encoding.render_conversation(convo))
+        return list(encoding.render_conversation_for_completion(convo, Role.ASSISTANT, drop))
+    return list(encoding.render_conversation(convo, drop))
 
 
 # ---- Llama 3.2 -------------------------------------------------------------------------------------------------
