@@ -9,16 +9,20 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from hf_chat_templates import get_family
 from hf_chat_templates.conversations.probes import Probe
 from hf_chat_templates.errors import UsageError
 from hf_chat_templates.template.engines import ENGINES, RenderJob, engine_names, engine_profiles
 from hf_chat_templates.template.engines.constructs import Blame, blame_difference, blame_error
+from hf_chat_templates.template.engines.llamacpp import gpt_oss_messages
 from hf_chat_templates.template.engines.minijinja_tgi import TgiEngine
 from hf_chat_templates.template.engines.registry import MissingProfile
+from hf_chat_templates.template.rendering import Rendered
 from hf_chat_templates.verification.checks import engines as engine_check
 from hf_chat_templates.view.report import _failure_sides
 
@@ -192,3 +196,117 @@ def test_blame_reads_each_engines_error_words() -> None:
     assert test is not None and test.construct == "the test `is odd2`" and test.line == 1
     assert blame_error("tgi", "{{ x }}", "TemplateError: undefined value") is None  # nothing known: no guess
     assert blame_difference("tgi", "{{ x }}", "a b", "a\u00a0b", 1) is None
+
+
+class JinjaStub:
+    """An engine profile that renders with Jinja as transformers does, but prints a list or dict the template writes
+    whole as JSON (as transformers.js does), adds the variables in `server_defaults` (as llama-server adds
+    `enable_thinking`), and passes its output through `mangle`."""
+
+    name = label = version = "stub"
+
+    def __init__(
+        self, mangle: Any = None, server_defaults: dict[str, Any] | None = None, joins_parts: bool = False
+    ) -> None:
+        self.mangle = mangle or (lambda text: text)
+        self.server_defaults = server_defaults or {}
+        self.joins_parts = joins_parts
+        self.fixed_clock = CLOCK
+
+    def unavailable(self) -> None:
+        return None
+
+    def render_all(self, template: str, jobs: list[RenderJob], *, clock: datetime.datetime) -> list[Rendered]:
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True,
+            lstrip_blocks=True,
+            finalize=lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v,
+        )
+        env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+        env.globals["strftime_now"] = CLOCK.strftime
+        compiled = env.from_string(template)
+        return [
+            Rendered(
+                self.mangle(
+                    compiled.render(
+                        **{**self.server_defaults, **job.variables},
+                        messages=[self._joined(m) for m in job.messages],
+                        tools=job.tools,
+                        add_generation_prompt=job.add_generation_prompt,
+                    )
+                )
+            )
+            for job in jobs
+        ]
+
+    def _joined(self, message: dict[str, Any]) -> dict[str, Any]:
+        if not self.joins_parts or not isinstance(message.get("content"), list):
+            return message
+        return {**message, "content": "\n".join(p["text"] for p in message["content"])}
+
+
+# Prints each message's content whole: a list of content parts is stringified, never read.
+STRINGIFIES = "{%- for m in messages -%}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
+PARTS = Probe("parts", ({"role": "user", "content": [{"type": "text", "text": "Hé there"}]},), None, False)
+
+
+def _stubbed(monkeypatch: pytest.MonkeyPatch, stub: JinjaStub) -> None:
+    monkeypatch.setattr(engine_check, "engine_profiles", lambda names: [stub])
+
+
+def test_a_content_list_stringified_as_json_is_a_note_not_an_engine_error(
+    monkeypatch: pytest.MonkeyPatch, good: Path
+) -> None:
+    _stubbed(monkeypatch, JinjaStub())
+    result = check(context(good, STRINGIFIES, probes=(PARTS,)), "engine-parity")
+    assert result.status == "info" and result.severity == "info" and result.cause == "value formatting"
+    assert "stub renders differently" in result.message
+    assert "prints a list or dict the template writes whole as JSON where transformers prints Python's repr" in (
+        result.message
+    )
+    assert result.detail["stringified_values"] is True and "loop over content parts" in result.hint
+
+
+def test_a_real_difference_beside_a_stringified_list_still_fails(monkeypatch: pytest.MonkeyPatch, good: Path) -> None:
+    _stubbed(monkeypatch, JinjaStub(mangle=lambda text: text.replace("<|im_end|>", "<|im_end|> ")))
+    result = check(context(good, STRINGIFIES, probes=(PARTS,)), "engine-parity")
+    assert result.status == "fail" and "stringified_values" not in result.detail
+
+
+THINKS = "{%- if enable_thinking is defined and enable_thinking -%}<think>{%- endif -%}" + GOOD
+
+
+def test_a_variable_the_server_defines_on_its_own_is_a_warning_with_the_flag_that_serves_the_training_prompt(
+    monkeypatch: pytest.MonkeyPatch, good: Path
+) -> None:
+    _stubbed(monkeypatch, JinjaStub(server_defaults={"enable_thinking": True, "drop_thinking": False}))
+    result = check(context(good, THINKS), "engine-parity")
+    assert result.status == "warn" and result.severity == "warning" and result.cause == "engine"
+    assert "stub defines `enable_thinking` = true in the template's context on its own" in result.message
+    assert result.detail["engine_defaults"] == {"enable_thinking": True}  # drop_thinking: the template never reads it
+    assert """`llama-server --chat-template-kwargs '{"enable_thinking": false}'`""" in result.hint
+    # the value set by the caller is passed to both sides: nothing differs
+    assert check(context(good, THINKS, kwargs={"enable_thinking": True}), "engine-parity").status == "pass"
+
+
+def test_llama_server_gives_gpt_oss_templates_reasoning_content_as_thinking() -> None:
+    call = {"type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "reasoning_content": "Think", "content": "Hello"},
+        {"role": "assistant", "reasoning_content": "Call", "content": "", "tool_calls": [call]},
+    ]
+    assert gpt_oss_messages(messages) == [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "reasoning_content": "Think", "content": "Hello", "thinking": "Think"},
+        {"role": "assistant", "reasoning_content": "Call", "tool_calls": [call], "thinking": "Call"},
+    ]
+    assert messages[2]["content"] == ""  # the caller's messages are not changed
+
+
+def test_joined_text_parts_are_recognized_at_the_engines_own_clock(monkeypatch: pytest.MonkeyPatch, good: Path) -> None:
+    # the template writes today's date: transformers renders the joined parts again at the clock the engine pins
+    _stubbed(monkeypatch, JinjaStub(joins_parts=True))
+    dated = "{{ strftime_now('%Y-%m-%d') }}\n" + STRINGIFIES
+    result = check(context(good, dated, probes=(PARTS,)), "engine-parity")
+    assert result.status == "info" and result.detail["joins_text_parts"] is True, result.message

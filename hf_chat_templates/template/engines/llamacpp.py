@@ -4,12 +4,14 @@
 The module does what `llama-server` does before rendering: it probes the template's capabilities and normalizes
 the messages for it (content parts joined to a string for a template that reads strings, a system message merged
 into the first user turn for a template without a system role, ...), and it pins its own clock
-(`fixed_clock`). It gets what llama-server passes: the messages and tools as sent (OpenAI format, not
-transformers' normalization; `tools` only when some are given), `add_generation_prompt` (present only when true),
-`bos_token` and `eos_token` (the tokenizer's, or "" for one it lacks, as llama.cpp passes for a vocabulary without
-it), and the template's kwargs. ggufdoctor fills in defaults of its own under these (bos "<s>", eos "</s>",
-unk "<unk>", pad "<pad>"): every value supplied here replaces them; `unk_token` and `pad_token` are passed when the
-tokenizer has them, and a rendering that reads one the tokenizer lacks says so in its note.
+(`fixed_clock`). For a gpt-oss template (one that writes `<|channel|>`) it first copies each message's
+`reasoning_content` to `thinking`, dropping the content of one with tool calls, as llama-server's gpt-oss format
+does (`common_chat_params_init_gpt_oss`, common/chat.cpp). It gets what llama-server passes: the messages and tools
+as sent (OpenAI format, not transformers' normalization; `tools` only when some are given), `add_generation_prompt`
+(present only when true), `bos_token` and `eos_token` (the tokenizer's, or "" for one it lacks, as llama.cpp passes
+for a vocabulary without it), and the template's kwargs. ggufdoctor fills in defaults of its own under these (bos
+"<s>", eos "</s>", unk "<unk>", pad "<pad>"): every value supplied here replaces them; `unk_token` and `pad_token`
+are passed when the tokenizer has them, and a rendering that reads one the tokenizer lacks says so in its note.
 
 The WebAssembly module is compiled once per process (one shared engine), and each render runs in its own store
 with ggufdoctor's fuel and memory bounds: an endless loop is a render error, never a hang.
@@ -27,6 +29,19 @@ from ..rendering import Rendered
 from .base import EngineRendered, RenderJob
 
 _DEFAULTED = re.compile(r"\b(unk_token|pad_token)\b")
+# What llama-server defines in every template context on its own (common/chat.cpp writes `enable_thinking`, true
+# unless reasoning is turned off; common/arg.cpp defaults `preserve_reasoning` to true, which common/jinja/caps.cpp
+# expands into the other four), where transformers defines nothing: `engine-parity` names them when they explain
+# a difference.
+SERVER_DEFAULTS = {
+    "enable_thinking": True,
+    "preserve_reasoning": True,
+    "preserve_thinking": True,
+    "clear_thinking": False,
+    "truncate_history_thinking": False,
+    "drop_thinking": False,
+}
+GPT_OSS_MARK = "<|channel|>"
 
 
 @functools.lru_cache(maxsize=1)
@@ -44,6 +59,7 @@ class LlamaCppEngine:
 
     name = "llama.cpp"
     label = "llama.cpp"
+    server_defaults = SERVER_DEFAULTS
 
     @property
     def version(self) -> str:
@@ -72,15 +88,30 @@ class LlamaCppEngine:
         """Each job rendered by llama.cpp; `clock` is not used: the module reads `fixed_clock`."""
         del clock  # the module pins its own; the comparison renders transformers at `fixed_clock`
         engine = _wasm_engine()
-        return [_outcome(engine.render(template, _context(job)), template, job) for job in jobs]
+        return [_outcome(engine.render(template, _context(template, job)), template, job) for job in jobs]
 
 
-def _context(job: RenderJob) -> dict[str, Any]:
+def gpt_oss_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as llama-server's gpt-oss format hands them to the template: a string `reasoning_content`
+    copied to `thinking` (the field that template reads), the content dropped from a message that also has tool
+    calls."""
+    adjusted = []
+    for message in messages:
+        if isinstance(message.get("reasoning_content"), str):
+            message = {**message, "thinking": message["reasoning_content"]}
+            if isinstance(message.get("tool_calls"), list) and message["tool_calls"]:
+                message.pop("content", None)
+        adjusted.append(message)
+    return adjusted
+
+
+def _context(template: str, job: RenderJob) -> dict[str, Any]:
+    messages = gpt_oss_messages(job.messages) if GPT_OSS_MARK in template else job.messages
     context = {
         **job.variables,
         "bos_token": job.variables.get("bos_token") or "",
         "eos_token": job.variables.get("eos_token") or "",
-        "messages": job.messages,
+        "messages": messages,
         "add_generation_prompt": job.add_generation_prompt,
     }
     if job.tools is not None:

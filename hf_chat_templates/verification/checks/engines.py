@@ -4,12 +4,16 @@ engine serves it, compared with transformers' rendering.
 Per engine the check says whether the template loads, how many probes render, which are identical, where the first
 difference lies (position, message, both sides) and which fail; a failure or difference names the Jinja construct
 to blame and its portable rewrite (`template.engines.constructs`). A difference that is the engine's documented
-behaviour (TGI's `tojson` escaping) is a warning that says so. Each engine renders all probes in one batch; a
-profile that cannot run here is skipped with its reason, in the message and in `detail["engines"]`.
+behaviour (TGI's `tojson` escaping, a variable llama-server defines on its own) is a warning that says so; a list or
+dict the template prints whole, which transformers writes as Python's repr and an engine as JSON, is a note (the
+template does not read the value: `values-faithful` and `nothing-dropped` judge that). Each engine renders all
+probes in one batch; a profile that cannot run here is skipped with its reason, in the message and in
+`detail["engines"]`.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -36,6 +40,15 @@ JOINED_PARTS = (
     "transformers renders that string exactly so: the engine's normalization, not the template's"
 )
 JOINED_HINT = "send content as one string (parts joined as you trained them) to serve exactly what was trained"
+STRINGIFIED = (
+    "{engine} prints a list or dict the template writes whole as JSON where transformers prints Python's repr: the "
+    "same value, written whole by both; only how a stringified value looks differs"
+)
+STRINGIFIED_HINT = "make the template read the value's fields (e.g. loop over content parts) instead of printing it"
+SERVER_DEFAULTED = (
+    "{engine} defines {names} in the template's context on its own (llama-server does in every request; transformers "
+    "leaves them undefined), and transformers renders exactly so with them: the engine's default, not the template's"
+)
 GENERIC_HINT = "write the construct the message names the portable way, or avoid what the engine lacks"
 
 
@@ -72,6 +85,25 @@ def reference(ctx: VerifyContext, engine: Engine, probe: Probe) -> Rendered:
     with frozen_clock(clock):
         return ctx.renderer.render(
             probe.message_list(), probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
+        )
+
+
+def rerender(
+    ctx: VerifyContext,
+    engine: Engine,
+    probe: Probe,
+    messages: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Rendered:
+    """transformers' rendering of the probe (or of `messages` in its place) at the engine's clock, with `extra`
+    variables: what the engine's rendering is compared with once its own rewrite is applied."""
+    with frozen_clock(getattr(engine, "fixed_clock", None) or CLOCKS[0]):
+        return ctx.renderer.render(
+            probe.message_list() if messages is None else messages,
+            probe.tool_list(),
+            cache=False,
+            add_generation_prompt=probe.add_generation_prompt,
+            **(extra or {}),
         )
 
 
@@ -132,9 +164,21 @@ def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, oth
         finding.detail["carriage_returns"] = True
         finding.hint = CRLF_HINT
         return finding
+    if _same_values(probe, ours, theirs):
+        finding.text += f"; {STRINGIFIED.format(engine=label)}"
+        finding.detail["stringified_values"] = True
+        finding.severity, finding.cause, finding.hint = "info", "value formatting", STRINGIFIED_HINT
+        return finding
     pos = finding.detail["char_position"]
     blame = blame_difference(engine.name, ctx.renderer.template_for(probe.tool_list()), ours, theirs, pos)
-    if blame is None and _joins_text_parts(ctx, probe, theirs):
+    if blame is None and (defaults := _server_defaults(ctx, engine, probe, theirs)):
+        names = ", ".join(f"`{k}` = {json.dumps(v)}" for k, v in defaults.items())
+        finding.text += f"; {SERVER_DEFAULTED.format(engine=label, names=names)}"
+        finding.detail["engine_defaults"] = defaults
+        finding.severity, finding.cause = "warning", "engine"
+        finding.hint = _defaults_hint(ctx, engine, probe, ours, defaults)
+        return finding
+    if blame is None and _joins_text_parts(ctx, engine, probe, theirs):
         finding.text += f"; {JOINED_PARTS.format(engine=label)}"
         finding.detail["joins_text_parts"] = True
         finding.severity, finding.cause, finding.hint = "info", "input normalization", JOINED_HINT
@@ -150,7 +194,48 @@ def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, oth
     return _blamed(finding, engine, blame)
 
 
-def _joins_text_parts(ctx: VerifyContext, probe: Probe, theirs: str) -> bool:
+def _same_values(probe: Probe, ours: str, theirs: str) -> bool:
+    """Whether the engine's rendering is transformers' but for lists and dicts of the messages printed whole as
+    JSON (`[{"type": "text"}]`) where Python prints their repr (`[{'type': 'text'}]`)."""
+    values = [v for m in probe.message_list() for v in m.values() if isinstance(v, (list, dict)) and v]
+    if not values:
+        return False
+    for value in values:
+        for spaced in (True, False):
+            for ascii_only in (False, True):
+                separators = (", ", ": ") if spaced else (",", ":")
+                written = json.dumps(value, ensure_ascii=ascii_only, separators=separators)
+                theirs = theirs.replace(written, str(value))
+    return theirs == ours
+
+
+def _server_defaults(ctx: VerifyContext, engine: Engine, probe: Probe, theirs: str) -> dict[str, Any]:
+    """The variables the engine defines on its own (`server_defaults`) that the template reads and the check's
+    kwargs do not set, when transformers given them renders exactly the engine's text; else {}."""
+    template = ctx.renderer.template_for(probe.tool_list())
+    defaults = {
+        k: v
+        for k, v in (getattr(engine, "server_defaults", None) or {}).items()
+        if k in template and k not in ctx.kwargs
+    }
+    if not defaults:
+        return {}
+    rendered = rerender(ctx, engine, probe, extra=defaults)
+    return defaults if rendered.ok and rendered.text == theirs else {}
+
+
+def _defaults_hint(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, defaults: dict[str, Any]) -> str:
+    """How to serve what was trained: the opposite values, when transformers given them renders `ours` again."""
+    off = {k: not v if isinstance(v, bool) else v for k, v in defaults.items()}
+    rendered = rerender(ctx, engine, probe, extra=off)
+    both = "or pass the values you serve with to transformers too, so that training sees the same prompt"
+    if rendered.ok and rendered.text == ours:
+        flag = f"--chat-template-kwargs '{json.dumps(off)}'"
+        return f"serve it with `llama-server {flag}` (per request: `chat_template_kwargs`), {both}"
+    return f"set {', '.join(defaults)} explicitly: in llama-server's `--chat-template-kwargs`, {both}"
+
+
+def _joins_text_parts(ctx: VerifyContext, engine: Engine, probe: Probe, theirs: str) -> bool:
     """Whether the engine's rendering is transformers' with each message's text parts joined by a newline into one
     string first, as llama-server and vLLM do for a template that also reads string content."""
     messages = probe.message_list()
@@ -164,10 +249,8 @@ def _joins_text_parts(ctx: VerifyContext, probe: Probe, theirs: str) -> bool:
     ]
     if flattened == messages:
         return False
-    again = ctx.renderer.render(
-        flattened, probe.tool_list(), cache=False, add_generation_prompt=probe.add_generation_prompt
-    )
-    return again.ok and again.text == theirs
+    rendered = rerender(ctx, engine, probe, flattened)
+    return rendered.ok and rendered.text == theirs
 
 
 def compare(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> tuple[list[Finding], dict[str, Any]]:
