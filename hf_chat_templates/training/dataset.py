@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,12 +31,14 @@ from ..template.rendering import named_template
 from ..template.training_variant import TRAINING_TEMPLATE_NAME
 from .features import FEATURE_TYPES, IGNORE_INDEX, BatchStats, Problems, TrainingFeatures, render_record
 from .packing import PACKED_TYPES, PackStats, pack
+from .segments import SegmentStats
 
 DATA_FILE = "data-00000-of-00001.arrow"
 MAX_LISTED = 100
 # Rendered characters held at once per batch: past it the batch is encoded in parts (a hostile or huge template
-# would otherwise pile up 2,048 renderings of up to the render limit each).
-RENDER_BUDGET_CHARS = 64_000_000
+# would otherwise pile up 2,048 renderings of up to the render limit each; agent data with a 3,000-token system
+# prompt and tool block on every record is 35 M characters a batch, and its encodings alone would pass 1 GB).
+RENDER_BUDGET_CHARS = 8_000_000
 # (table, (kind, where, why) of each record left out, normalization steps by name, records, the batch's stats)
 Part = tuple[Any, list[tuple[str, int, str]], dict[str, int], int, BatchStats]
 Batch = list[tuple[int, dict[str, Any]]]
@@ -70,6 +72,8 @@ class PrepareReport:
     allow_control_tokens_in_content: bool = False  # such spellings kept as control tokens
     pack: int | None = None  # --pack SEQ_LEN
     packing: PackStats = field(default_factory=PackStats)
+    segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
+    segments_off: str = ""  # why the renderings were encoded whole instead of by segments
 
     @property
     def ok(self) -> bool:
@@ -111,6 +115,7 @@ class PrepareReport:
             "tokens_from": self.tokens_from,
             "stop_tokens": list(self.stop_tokens),
             "token_notes": list(self.token_notes),
+            "segment_cache": self.segments.to_dict(self.segments_off),
         }
 
     def _destination(self) -> str:
@@ -145,6 +150,7 @@ class PrepareReport:
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
             f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
             *self._training_lines(),
+            f"  segment cache: {self.segments.describe(self.segments_off)}",
             *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
         ]
         counts = self.tally.skipped
@@ -263,15 +269,15 @@ def _parts(
             yield pending.result()
 
 
-def _write_dataset_state(folder: Path) -> None:
-    """The two files `save_to_disk` writes beside its Arrow shards, for the one shard streamed here: the data is
-    not read back and copied (with a memory map over the whole file, that would cost its size in RSS)."""
+def _write_dataset_state(folder: Path, files: Sequence[str] = (DATA_FILE,)) -> None:
+    """The two files `save_to_disk` writes beside its Arrow shards, for the shards streamed here (in order): the
+    data is not read back and copied (with a memory map over the whole file, that would cost its size in RSS)."""
     from datasets import Dataset
 
-    dataset = Dataset.from_file(str(folder / DATA_FILE))
+    dataset = Dataset.from_file(str(folder / files[0]))
     state = _compat.dataset_state(dataset)
     state["_split"] = None
-    state["_data_files"] = [{"filename": DATA_FILE}]
+    state["_data_files"] = [{"filename": name} for name in files]
     info = asdict(dataset.info)
     del dataset
     (folder / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
@@ -302,6 +308,8 @@ def _stream(
             report.truncated += stats.truncated
             report.assistant_tokens += stats.assistant_tokens
             report.control_spellings += stats.control_spellings
+            report.segments += stats.segments
+            report.segments_off = report.segments_off or stats.segments_off
             for kind, where, why in problems:
                 report.note(kind, where, why)
             report.tally.add(RecordTally(steps=steps))
@@ -429,6 +437,7 @@ def prepare(
         tokens_from=state.tokens_from,
         stop_tokens=state.stops,
         token_notes=state.token_notes,
+        segments_off=state.segments.off if state.segments is not None else "",
         unit=data.unit,
         reasoning_field=normalizer.reasoning_field,
         max_skipped=limit.text,

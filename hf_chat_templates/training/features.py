@@ -10,8 +10,9 @@ this process, in `datasets.Dataset.map(batched=True, num_proc=N)`, and in a dist
 
 Where the spans come from: the folder's `training` template when it has hand-written `{% generation %}` markers
 (one render per conversation), otherwise rendering differences computed here (`template.spans.assistant_spans`).
-Each batch is encoded with one `encode_batch` call; a span's tokens are found with `char_to_token` at its two ends,
-so the mask costs two lookups per assistant turn, not a pass over the tokens.
+Each batch is encoded by segments (`segments`: the text between control tokens, repeated segments from a cache,
+one `encode_batch` for the rest; whole strings where a tokenizer makes segments differ); a span's tokens are found
+with `char_to_token` at its two ends, so the mask costs two lookups per assistant turn, not a pass over the tokens.
 
 Which turns train (`train_on`): every assistant turn (`all`), the last one (`last`), or those whose message says so
 (`weighted`: `weight` 0 or 1, as tinker-cookbook's supervised data writes it, or `train` true or false; trained when
@@ -25,10 +26,9 @@ marked and encoded piece by piece, the others take the batched path.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,6 +41,8 @@ from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
 from ..tokenizer.folder import read_folder
+from .loading import added_tokens_kwargs, compile_template
+from .segments import SegmentEncoder, SegmentStats, return_freed_memory
 from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
 
 IGNORE_INDEX = -100
@@ -73,9 +75,18 @@ class BatchStats:
     trained_tokens: int = 0
     assistant_tokens: int = 0  # what train_on="all" trains in the same records (records it would keep included)
     control_spellings: int = 0  # records whose data spells a control token
+    segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
+    segments_off: str = ""  # why whole-string encoding was used instead of segments
 
     def __add__(self, other: BatchStats) -> BatchStats:
-        return BatchStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return BatchStats(
+            *(
+                (getattr(self, f.name) or getattr(other, f.name))
+                if f.name == "segments_off"
+                else getattr(self, f.name) + getattr(other, f.name)
+                for f in fields(self)
+            )
+        )
 
 
 @dataclass
@@ -95,6 +106,7 @@ class FeatureState:
     # the folder's named `tool_use` template, compiled: transformers renders a conversation given tools with it
     render_tools: Callable[[dict[str, Any]], str] | None = None
     spelled: re.Pattern[str] = re.compile("(?!)")  # the control tokens data may not forge, longest first
+    segments: SegmentEncoder | None = None  # the renderings encoded by segments, repeated ones from a cache
     _text_backend: Any = None
 
     @property
@@ -144,7 +156,7 @@ def load_state(
     folder = Path(source)
     # The folder through the validated reader first: a corrupt file is named, never an unexpected error
     files = read_folder(folder) if folder.is_dir() else None
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source, **added_tokens_kwargs(files))
     plain, marked, origin = _templates(tokenizer, source, template)
     tokens = template_tokens(
         tokenizer,
@@ -168,9 +180,9 @@ def load_state(
             parameter="stop_tokens",
         )
     merged = {**tokenizer.special_tokens_map, **tokens.kwarg_defaults, **kwargs}
-    compiled = _compat.compile_template(plain)
+    compiled = compile_template(plain)
     tool_use = named_template(tokenizer, "tool_use") if template is None else None
-    tool_compiled = _compat.compile_template(tool_use) if tool_use is not None else None
+    tool_compiled = compile_template(tool_use) if tool_use is not None else None
     return FeatureState(
         tokenizer=tokenizer,
         backend=tokenizer.backend_tokenizer,
@@ -186,6 +198,7 @@ def load_state(
         if tool_compiled is not None
         else None,
         spelled=control_spellings(tokenizer, (plain, marked, tool_use)),
+        segments=SegmentEncoder(tokenizer.backend_tokenizer),
     )
 
 
@@ -228,12 +241,19 @@ def _cuts(enc: Any, spans: tuple[Span, ...], size: int) -> list[tuple[int, int]]
     return cuts
 
 
-def _encodings(state: FeatureState, rendered: list[Rendered], problems: Problems) -> list[tuple[Rendered, Any]]:
-    """One encode_batch (it releases the GIL) for the records without spelled control tokens, pieces for the rest."""
+def _encodings(
+    state: FeatureState, rendered: list[Rendered], problems: Problems, stats: BatchStats
+) -> list[tuple[Rendered, Any]]:
+    """The records without spelled control tokens by segments (one encode_batch, which releases the GIL, for the
+    segments not cached) or whole when segments are off; the others piece by piece."""
     plain = [r for r in rendered if not r.literal]
-    encoded = dict(
-        zip((r.at for r in plain), state.backend.encode_batch([r.text for r in plain], add_special_tokens=False))
-    )
+    texts = [r.text for r in plain]
+    if state.segments is not None:
+        encodings, stats.segments = state.segments.encode_batch(texts)
+        stats.segments_off = state.segments.off
+    else:
+        encodings = state.backend.encode_batch(texts, add_special_tokens=False)
+    encoded = dict(zip((r.at for r in plain), encodings))
     out = []
     for r in rendered:
         try:
@@ -254,7 +274,7 @@ def encode_rendered(
 
     stats = BatchStats(control_spellings=sum(r.spells_control for r in rendered))
     rows, lengths, cuts_of = [], [], []
-    for r, enc in _encodings(state, rendered, problems):
+    for r, enc in _encodings(state, rendered, problems, stats):
         size = len(enc) if max_length is None else min(len(enc), max_length)
         cuts = _cuts(enc, r.spans, size)
         stats.assistant_tokens += sum(end - first for first, end in cuts)
@@ -269,7 +289,7 @@ def encode_rendered(
         cuts_of.append(kept)
     offsets = np.zeros(len(rows) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    ids = np.fromiter(itertools.chain.from_iterable(rows), np.int32, count=int(offsets[-1]))
+    ids = np.concatenate([np.asarray(row, np.int32) for row in rows]) if rows else np.zeros(0, np.int32)
     labels = np.full(len(ids), IGNORE_INDEX, np.int32)
     for base, cuts in zip(offsets.tolist(), cuts_of):
         for first, end in cuts:
@@ -371,6 +391,7 @@ class TrainingFeatures:
         """Loaded on first use, once per process."""
         if self._state is None:
             self._state = load_state(self.source, self.template, self.kwargs, self.stop_tokens, self.control_tokens)
+            return_freed_memory()  # what loading parsed and dropped (tokenizer.json as Python objects)
         return self._state
 
     @property
@@ -444,6 +465,7 @@ class TrainingFeatures:
         offsets, ids, labels, problems, stats = encode_rendered(
             self.state, rendered, problems, self.max_length, self.train_on
         )
+        return_freed_memory()  # the batch's encodings are gone
         column = {"input_ids": ids, "attention_mask": np.ones(len(ids), np.int8), "labels": labels}
         table = pa.table(
             {name: pa.ListArray.from_arrays(pa.array(offsets), pa.array(column[name])) for name in FEATURE_TYPES}

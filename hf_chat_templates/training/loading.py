@@ -1,0 +1,72 @@
+"""What a `prepare` process loads once, loaded so that its fixed and per-record costs stay small.
+
+- The tokenizer: `tokenizer.json` is parsed once here (to validate the folder) and once by the tokenizers library;
+  transformers would parse it a third time, in Python, to find the added tokens when `tokenizer_config.json` has
+  no `added_tokens_decoder` (`added_tokens_kwargs` hands it the ones already parsed).
+- The template: rendering differences render every record several times (once per prefix), and a template that
+  writes the tools with `tojson(indent=4)` serializes them again each time with Python's pure-Python encoder (the C
+  one has no indent). `memoized_tojson` compiles the template with a `tojson` that keeps the text of each value it
+  wrote, keyed by the value's compact C serialization: the same text, not the same work.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import _compat
+
+MEMO_ENTRIES = 4096  # distinct values kept (tool schemas, argument objects); the memo starts over past it
+
+
+def added_tokens_kwargs(files: Any) -> dict[str, Any]:
+    """transformers' `added_tokens_decoder` argument, from the tokenizer.json read by `read_folder`, where
+    transformers would read that file again to find it (no `added_tokens_decoder` in tokenizer_config.json, and no
+    special_tokens_map.json or added_tokens.json to merge): the same tokens, one parse fewer."""
+    if (
+        files is None
+        or files.tokenizer_json is None
+        or "added_tokens_decoder" in files.tokenizer_config
+        or any(name in files.files for name in ("special_tokens_map.json", "added_tokens.json"))
+    ):
+        return {}
+    from tokenizers import AddedToken
+
+    return {
+        "added_tokens_decoder": {
+            int(t["id"]): AddedToken(**{k: v for k, v in t.items() if k != "id"})
+            for t in files.tokenizer_json.get("added_tokens", [])
+        }
+    }
+
+
+def memoized_tojson(tojson: Any) -> Any:
+    """`tojson` (transformers' filter: `json.dumps` with its options) remembering what it wrote with an indent.
+    The compact serialization (C, fast) names the value: two values with the same one serialize the same way."""
+    memo: dict[tuple[Any, ...], str] = {}
+
+    def filter_(x: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("indent") is None and len(args) < 2:  # no indent: the C encoder does it already
+            return tojson(x, *args, **kwargs)
+        try:
+            key = (json.dumps(x, ensure_ascii=False), args, tuple(sorted(kwargs.items())))
+            text = memo.get(key)
+        except (TypeError, ValueError):  # not JSON, or unhashable options: as the filter does, error included
+            return tojson(x, *args, **kwargs)
+        if text is None:
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            text = memo[key] = tojson(x, *args, **kwargs)
+        return text
+
+    return filter_
+
+
+def compile_template(source: str) -> Any:
+    """transformers' compiled template for `source`, on an overlay of its environment whose `tojson` is memoized
+    (the shared environment is left as it is)."""
+    compiled = _compat.compile_template(source)
+    environment = compiled.environment.overlay()
+    environment.filters = {**compiled.environment.filters}
+    environment.filters["tojson"] = memoized_tojson(compiled.environment.filters["tojson"])
+    return environment.from_string(source)
