@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -56,6 +57,20 @@ from .app import (
     "padding-free training reads them).",
 )
 @click.option("--workers", type=int, default=None, help="Worker processes.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where batches run: this machine, or a Ray cluster (JSONL or Parquet files, or a folder of them; "
+    "pip install 'hf-chat-templates[ray]').",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="The Ray cluster to join ('auto': the one running on this machine); default: start a local one.",
+)
+@click.option("--num-cpus", type=int, default=None, help="CPUs to use on Ray (default: all of the cluster's).")
 @template_options(
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
 )
@@ -77,6 +92,9 @@ def prepare_command(
     allow_control_tokens_in_content: bool,
     pack: int | None,
     workers: int | None,
+    engine: str,
+    ray_address: str | None,
+    num_cpus: int | None,
     family: str | None,
     variant: str | None,
     template_file: Path | None,
@@ -91,8 +109,16 @@ def prepare_command(
     (nothing is written then), or when no record has anything to train."""
     from .. import prepare
     from ..conversations.records import parse_kwargs
+    from ..training.distributed import check_engine, prepare_on_ray
 
-    report = prepare(
+    check_engine(engine, workers, ray_address, num_cpus)
+    if engine == "ray":
+        if split is not None:
+            raise click.UsageError("--split reads a datasets folder or Hub dataset, which --engine ray does not read")
+        run = functools.partial(prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=not as_json)
+    else:
+        run = functools.partial(prepare, workers=workers, progress=not as_json, split=split)
+    report = run(
         source,
         conversations,
         output,
@@ -103,13 +129,10 @@ def prepare_command(
         stop_tokens=stop_tokens or None,
         control_tokens=control_tokens or None,
         max_length=max_length,
-        workers=workers,
         force=force,
-        progress=not as_json,
         input_format=input_format,
         messages_column=messages_column,
         tools_column=tools_column,
-        split=split,
         max_skipped=max_skipped,
         train_on=train_on,
         allow_control_tokens_in_content=allow_control_tokens_in_content,
