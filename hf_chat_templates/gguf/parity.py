@@ -74,14 +74,24 @@ def llama_cpp_parity(
 ) -> ParityResult:
     """Compare llama.cpp's ids with `tokenizer.apply_chat_template`'s on each probe. `llama` is a loaded
     vocabulary (default: `load_llama_vocab(gguf)`)."""
+    if llama is not None:
+        return _compare(gguf, tokenizer, probes, llama)
     try:
-        llama = llama if llama is not None else load_llama_vocab(gguf)
+        llama = load_llama_vocab(gguf)
     except Exception as err:  # llama.cpp refusing the file is the finding
         return ParityResult(True, 0, (f"llama.cpp cannot load the file's vocabulary ({type(err).__name__}: {err})",))
     if llama is None:
         return ParityResult(
             False, 0, (), f"llama-cpp-python is not installed (pip install 'hf-chat-templates[{EXTRA}]')"
         )
+    try:
+        return _compare(gguf, tokenizer, probes, llama)
+    finally:
+        if hasattr(llama, "close"):
+            llama.close()
+
+
+def _compare(gguf: GgufTokenizer, tokenizer: Any, probes: Iterable[Probe], llama: Any) -> ParityResult:
     mismatches, compared, refused = [], 0, []
     for probe in probes:
         try:
@@ -103,7 +113,9 @@ def llama_cpp_parity(
         except Exception:  # a probe the template refuses is `renders`' finding, not a parity one
             refused.append(probe.id)
             continue
-        cpp = list(llama.tokenize(text.encode("utf-8"), add_bos=bool(gguf.add_bos_token), special=True))
+        # add_bos=True lets llama.cpp add BOS as its vocabulary says (the file's add_bos_token, else its model
+        # type's default), as llama-server does for a prompt
+        cpp = list(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
         compared += 1
         if (at := first_difference(hf, cpp)) is not None:
             mismatches.append(_mismatch(probe, tokenizer, hf, cpp, at))

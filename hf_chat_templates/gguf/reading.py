@@ -148,8 +148,12 @@ def _open(path: Path) -> tuple[Any, Any]:
         raise GgufFileError(f"{path}: the file is empty, not a GGUF file", hint="pass a .gguf file", path=path)
     try:
         handle = path.open("rb")
+    except OSError as err:
+        raise GgufFileError(f"{path}: cannot read ({err.strerror or err})", path=path) from None
+    try:
         return handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as err:
+        handle.close()
         raise GgufFileError(f"{path}: cannot read ({err.strerror or err})", path=path) from None
 
 

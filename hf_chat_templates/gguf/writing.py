@@ -206,6 +206,7 @@ def write_gguf(
     except OSError as err:
         raise unwritable(out_path.parent, err, "cannot create the output's folder") from None
     with output_lock(out_path):
+        replaced = _target(in_path, out_path, force=force, in_place=in_place)  # again: another writer may have won
         _stage_and_publish(layout, header, out_path)
     present = {e.key for e in layout.entries}
     keys = [e.key for e in layout.entries if e.key in edits] + [k for k in edits if k not in present]

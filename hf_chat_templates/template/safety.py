@@ -216,7 +216,10 @@ def _environment_names(ast: nodes.Template, src: Source) -> Iterator[SafetyFindi
 def const_int(node: nodes.Node) -> float | None:
     """An integer expression of literals (`10**9`, `100000 * 100000`), as a float (inf when astronomical)."""
     if isinstance(node, nodes.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return float(node.value)
+        try:
+            return float(node.value)
+        except OverflowError:  # a literal of hundreds of digits
+            return math.inf
     if isinstance(node, (nodes.Pow, nodes.Mul, nodes.Add)):
         left, right = const_int(node.left), const_int(node.right)
         if left is None or right is None:
@@ -227,7 +230,10 @@ def const_int(node: nodes.Node) -> float | None:
             return left * right
         if right > 1e6 or (left > 1 and right * math.log10(left) > 300):
             return math.inf
-        return float(left**right)
+        try:
+            return float(left**right)
+        except (OverflowError, ZeroDivisionError):  # `0 ** -1`: Jinja would raise; nothing to count
+            return math.inf if left else None
     return None
 
 

@@ -121,6 +121,12 @@ def ray_cluster(ray: Any, address: str | None, num_cpus: int | None) -> Iterator
     `address` joined ("auto": the cluster `ray start` runs on this machine), or a local cluster of `num_cpus` CPUs
     (default: all) started, and shut down at the end."""
     started = not ray.is_initialized()
+    if not started and address is not None:  # a library caller's own cluster: the address would be ignored
+        raise UsageError(
+            f"Ray is already initialized in this process; {option('ray_address')} {address} would be ignored",
+            hint=f"drop {option('ray_address')} to use the cluster this process joined, or call ray.shutdown() first",
+            parameter="ray_address",
+        )
     if started:
         try:
             ray.init(

@@ -120,9 +120,10 @@ def input_files(conversations: str | os.PathLike[str]) -> tuple[list[Path], str]
     path = Path(conversations)
     if path.is_file():
         kind = _kind_of(path)
-        if kind is None and path.suffix.lower() == ".json":
+        magic = _magic(path) if kind is None else b""
+        if kind is None and (path.suffix.lower() == ".json" or magic.lstrip()[:1] == b"["):
             raise _bad_input(path, "a JSON file cannot be cut into shards", f"write it as JSONL, or {local}")
-        return [path], kind or ("parquet" if _magic(path) == b"PAR1" else "jsonl")
+        return [path], kind or ("parquet" if magic == b"PAR1" else "jsonl")
     if not path.is_dir():
         raise _bad_input(path, "no such file or folder", f"pass a JSONL or Parquet file or a folder of them ({local})")
     if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():

@@ -17,14 +17,15 @@ from tests.helpers import chatml_folder
 
 
 class Vocabulary:
-    """llama-cpp-python's `Llama.tokenize` signature over a transformers tokenizer; `swap` replaces one id."""
+    """llama-cpp-python's `Llama.tokenize` signature over a transformers tokenizer; `swap` replaces one id. As in
+    llama.cpp, `add_bos=True` adds BOS only when the vocabulary says so (`adds_bos`)."""
 
-    def __init__(self, tokenizer: Any, swap: tuple[int, int] | None = None) -> None:
-        self.tokenizer, self.swap = tokenizer, swap
+    def __init__(self, tokenizer: Any, swap: tuple[int, int] | None = None, adds_bos: bool = False) -> None:
+        self.tokenizer, self.swap, self.adds_bos = tokenizer, swap, adds_bos
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         ids = self.tokenizer.encode(text.decode("utf-8"), add_special_tokens=False)
-        ids = ([self.tokenizer.bos_token_id] if add_bos else []) + ids
+        ids = ([self.tokenizer.bos_token_id] if add_bos and self.adds_bos else []) + ids
         return [self.swap[1] if self.swap and i == self.swap[0] else i for i in ids]
 
 
@@ -72,7 +73,7 @@ def test_a_bos_llama_cpp_adds_is_a_mismatch(toy: tuple[Any, Any]) -> None:
 
     gguf, tokenizer = toy
     result = llama_cpp_parity(
-        replace(gguf, add_bos_token=True), tokenizer, build_probes()[:1], llama=Vocabulary(tokenizer)
+        replace(gguf, add_bos_token=True), tokenizer, build_probes()[:1], llama=Vocabulary(tokenizer, adds_bos=True)
     )
     assert not result.ok and "position 0" in result.mismatches[0]
 

@@ -115,6 +115,7 @@ def test_merged_lists_stop_at_the_listed_maximum_but_count_everything() -> None:
     ("name", "setup", "message"),
     [
         ("c.json", lambda p: p.write_text("[]"), "a JSON file cannot be cut into shards"),
+        ("export.data", lambda p: p.write_text(' [{"messages": []}]'), "a JSON file cannot be cut into shards"),
         ("missing.jsonl", lambda p: None, "no such file or folder"),
         ("empty", lambda p: p.mkdir(), "holds no JSONL or Parquet file"),
         ("mixed", lambda p: (p.mkdir(), (p / "a.jsonl").write_text(""), (p / "b.parquet").write_text("")), "mixes"),

@@ -238,3 +238,15 @@ def test_model_configs_readme_explains_every_finding_of_the_bundled_variants(goo
         assert result.status in ("pass", "info"), result.message
         for finding in result.detail["findings"]:
             assert f"{finding['rule']}" in readme and f"`{path.parent.name}`" in readme.split("## Safety")[1]
+
+
+@pytest.mark.parametrize(
+    ("template", "rules"),
+    [
+        ("{% for i in range(0 ** -1) %}x{% endfor %}", []),
+        ("{% for i in range(" + "9" * 400 + ") %}x{% endfor %}", ["HCT-S009"]),
+    ],
+    ids=["zero-to-a-negative-power", "a-400-digit-literal"],
+)
+def test_arithmetic_that_python_cannot_do_is_no_crash(template: str, rules: list[str]) -> None:
+    assert [f.rule for f in scan_template(template)] == rules

@@ -122,7 +122,7 @@ def render_minijinja(
         )
 
     # fuel bounds the instructions minijinja runs, its own guard against endless loops
-    env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, undefined_behavior="lenient", fuel=50_000_000)
+    env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, undefined_behavior="lenient", fuel=FUEL)
     env.add_filter("tojson", tojson)
     env.add_function("raise_exception", raise_exception)  # type: ignore[attr-defined]
     env.add_function("strftime_now", lambda fmt: clock.strftime(fmt))  # type: ignore[attr-defined]

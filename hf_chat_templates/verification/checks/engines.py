@@ -289,6 +289,13 @@ def compare(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> tuple[li
 
 def engine_parity(ctx: VerifyContext) -> CheckResult:
     probes = [p for p in ctx.probes if not p.continue_final_message and ctx.rendered[p.id].ok]
+    prefills = sum(1 for p in ctx.probes if p.continue_final_message)
+    unrendered = sum(1 for p in ctx.probes if not p.continue_final_message and not ctx.rendered[p.id].ok)
+    left_out = ", ".join(
+        f"{n} {what}"
+        for n, what in ((prefills, "prefill probe(s)"), (unrendered, "probe(s) transformers does not render: renders"))
+        if n
+    )
     findings: list[Finding] = []
     engines: dict[str, Any] = {}
     for engine in engine_profiles(ctx.engines):
@@ -308,7 +315,9 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
     result = verdict(
         "engine-parity",
         findings,
-        f"{versions} render all {len(probes)} probes exactly as transformers" + (f" ({skipped})" if skipped else ""),
+        f"{versions} render all {len(probes)} probes exactly as transformers"
+        + (f" (not compared: {left_out})" if left_out else "")
+        + (f" ({skipped})" if skipped else ""),
         hint,
     )
     result.detail["engines"] = engines
