@@ -15,29 +15,11 @@ import json
 from typing import Any
 
 from .. import _compat
+from ..tokenizer.folder import added_tokens_kwargs
+
+__all__ = ["added_tokens_kwargs", "compile_template", "memoized_tojson"]
 
 MEMO_ENTRIES = 4096  # distinct values kept (tool schemas, argument objects); the memo starts over past it
-
-
-def added_tokens_kwargs(files: Any) -> dict[str, Any]:
-    """transformers' `added_tokens_decoder` argument, from the tokenizer.json read by `read_folder`, where
-    transformers would read that file again to find it (no `added_tokens_decoder` in tokenizer_config.json, and no
-    special_tokens_map.json or added_tokens.json to merge): the same tokens, one parse fewer."""
-    if (
-        files is None
-        or files.tokenizer_json is None
-        or "added_tokens_decoder" in files.tokenizer_config
-        or any(name in files.files for name in ("special_tokens_map.json", "added_tokens.json"))
-    ):
-        return {}
-    from tokenizers import AddedToken
-
-    return {
-        "added_tokens_decoder": {
-            int(t["id"]): AddedToken(**{k: v for k, v in t.items() if k != "id"})
-            for t in files.tokenizer_json.get("added_tokens", [])
-        }
-    }
 
 
 def memoized_tojson(tojson: Any) -> Any:

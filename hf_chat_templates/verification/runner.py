@@ -24,7 +24,7 @@ from ..installation.apply import install
 from ..template.engines.registry import engine_names
 from ..template.rendering import named_template
 from ..tokenizer.base import base_tokenizer
-from ..tokenizer.folder import read_folder
+from ..tokenizer.folder import added_tokens_kwargs, read_folder
 from .checks import CHECK_CAUSES, CHECKS, check_ids
 from .context import VerifyContext
 from .results import CheckResult, VerificationReport
@@ -172,7 +172,7 @@ def load_context(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
     )
     folder = read_folder(choice.path)
-    tokenizer = AutoTokenizer.from_pretrained(str(choice.path))
+    tokenizer = AutoTokenizer.from_pretrained(str(choice.path), **added_tokens_kwargs(folder))
     text = choice.template if choice.template is not None else named_template(tokenizer)
     if text is None:
         raise UsageError(
