@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..gguf.reading import is_gguf
 from .app import emit_json, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,22 +65,6 @@ def verify_gguf_if_given() -> None:
     params = {**ctx.params, "against": ctx.meta.get(AGAINST)}
     if params["against"] is not None or is_gguf(params.get("source")):
         verify_gguf(params)
-
-
-def is_gguf(source: str | None) -> bool:
-    """Whether SOURCE names a GGUF file: by its suffix, or by the magic of a file with another name."""
-    if not source:
-        return False
-    if source.lower().endswith(".gguf"):
-        return True
-    try:
-        path = Path(source)
-        if not path.is_file():
-            return False
-        with path.open("rb") as handle:
-            return handle.read(4) == b"GGUF"
-    except OSError:
-        return False
 
 
 def _refuse(params: dict[str, Any]) -> None:

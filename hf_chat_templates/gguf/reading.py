@@ -139,6 +139,22 @@ class _Cursor:
         raise self.fail(f"{what} is an array of the unsupported type {item}")
 
 
+def is_gguf(path: str | Path | None) -> bool:
+    """Whether `path` names a GGUF file: by its suffix, or by the magic of a file with another name."""
+    if not path:
+        return False
+    path = Path(path)
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        if not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            return handle.read(4) == MAGIC
+    except OSError:
+        return False
+
+
 def _open(path: Path) -> tuple[Any, Any]:
     if not path.exists():
         raise GgufFileError(f"{path}: no such file", hint="pass the path of a .gguf file", path=path)

@@ -25,6 +25,7 @@ from .. import _compat
 from ..conversations.probes import Probe, id_format_for
 from ..conversations.suite import build_probes
 from ..errors import UsageError
+from ..gguf.reading import is_gguf
 from ..template.limits import RenderLimits, budget_for, check_output, limited
 from ..template.rendering import describe_exception, normalize_for_template
 from ..template.safety import SafetyFinding, scan_template
@@ -36,7 +37,6 @@ __all__ = ["ProbeDiff", "TemplateDiff", "TemplateSide", "diff_templates", "read_
 # The moment both sides render at: a template that reads the clock differs by its template, not the day.
 CLOCK = dt.datetime(2024, 7, 26, 12, 0, 0)
 SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
-GGUF_MAGIC = b"GGUF"
 
 
 @dataclass(frozen=True)
@@ -214,9 +214,7 @@ def read_side(path: str | Path) -> TemplateSide:
         raise UsageError(
             f"{path}: not found", hint="pass a template file, a tokenizer folder or a GGUF file", path=path
         )
-    with path.open("rb") as handle:
-        magic = handle.read(4)
-    if magic == GGUF_MAGIC or path.suffix == ".gguf":
+    if is_gguf(path):
         return _gguf_side(path)
     if path.suffix == ".json":
         return _config_side(path, path)
