@@ -30,6 +30,7 @@ from ..template.limits import RenderLimits, budget_for, check_output, limited
 from ..template.rendering import describe_exception, normalize_for_template
 from ..template.safety import SafetyFinding, scan_template
 from ..template.syntax import read_template, transformers_text
+from ..tokenizer.folder import SLOW_VOCAB_FILES, TOKENIZER_JSON, read_folder
 from .results import around
 
 __all__ = ["ProbeDiff", "TemplateDiff", "TemplateSide", "diff_templates", "read_side"]
@@ -47,9 +48,18 @@ class TemplateSide:
     origin: str  # template file, chat_template.jinja, tokenizer_config.json, GGUF tokenizer.chat_template
     template: str
     variables: dict[str, str] = field(default_factory=dict)
+    tool_template: str | None = None  # a folder's named `tool_use` template: transformers renders tools with it
+
+    def template_for(self, probe: Probe) -> str:
+        return self.tool_template if probe.tools and self.tool_template is not None else self.template
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "origin": self.origin, "variables": self.variables}
+        return {
+            "path": str(self.path),
+            "origin": self.origin,
+            "variables": self.variables,
+            "tool_use": self.tool_template is not None,
+        }
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,7 @@ class TemplateDiff:
 
     @property
     def same_text(self) -> bool:
-        return self.a.template == self.b.template
+        return (self.a.template, self.a.tool_template) == (self.b.template, self.b.tool_template)
 
     @property
     def renders_same(self) -> bool:
@@ -142,6 +152,11 @@ class TemplateDiff:
 
 
 # ---- reading a side ------------------------------------------------------------------------------------------
+def _variables(config: dict[str, Any]) -> dict[str, str]:
+    """The special-token strings a template renders with, from tokenizer_config.json."""
+    return {n: t for n in SPECIAL_NAMES if (t := _token_text(config.get(n))) is not None}
+
+
 def _token_text(value: Any) -> str | None:
     if isinstance(value, dict):
         value = value.get("content")
@@ -172,11 +187,9 @@ def _read_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def _config_side(config_path: Path, side_path: Path, jinja: Path | None = None) -> TemplateSide:
+def _config_side(config_path: Path, side_path: Path) -> TemplateSide:
     config = _read_config(config_path) if config_path.is_file() else {}
-    variables = {n: t for n in SPECIAL_NAMES if (t := _token_text(config.get(n))) is not None}
-    if jinja is not None and jinja.is_file():
-        return TemplateSide(side_path, "chat_template.jinja", read_template(jinja).text, variables)
+    variables = _variables(config)
     template = _config_template(config, config_path)
     if template is None:
         raise UsageError(
@@ -185,6 +198,35 @@ def _config_side(config_path: Path, side_path: Path, jinja: Path | None = None) 
             path=side_path,
         )
     return TemplateSide(side_path, "tokenizer_config.json", transformers_text(template), variables)
+
+
+def _folder_side(path: Path) -> TemplateSide:
+    """A tokenizer folder's templates as transformers loads them (the default, and `tool_use` for tools); a folder
+    of template files without a tokenizer, by its chat_template.jinja or tokenizer_config.json."""
+    if not any((path / name).is_file() for name in (TOKENIZER_JSON, *SLOW_VOCAB_FILES)):
+        jinja, config = path / "chat_template.jinja", path / "tokenizer_config.json"
+        if jinja.is_file():
+            variables = _variables(_read_config(config) if config.is_file() else {})
+            return TemplateSide(path, "chat_template.jinja", read_template(jinja).text, variables)
+        return _config_side(config, path)
+    folder = read_folder(path)
+    template = folder.named_template("default")
+    if template is None:
+        raise UsageError(
+            f"{path}: no chat template (no chat_template.jinja, no chat_template key in tokenizer_config.json)",
+            hint="pass a folder or file that holds a template",
+            path=path,
+        )
+    origin = "chat_template.jinja" if folder.chat_template_file is not None else "tokenizer_config.json"
+    variables = _variables(folder.tokenizer_config)
+    tool = folder.named_template("tool_use")
+    return TemplateSide(
+        path,
+        origin,
+        transformers_text(template),
+        variables,
+        transformers_text(tool) if tool is not None else None,
+    )
 
 
 def _gguf_side(path: Path) -> TemplateSide:
@@ -209,7 +251,7 @@ def read_side(path: str | Path) -> TemplateSide:
     """One side of a diff from a path, or UsageError naming the path and what it lacks."""
     path = Path(path)
     if path.is_dir():
-        return _config_side(path / "tokenizer_config.json", path, path / "chat_template.jinja")
+        return _folder_side(path)
     if not path.exists():
         raise UsageError(
             f"{path}: not found", hint="pass a template file, a tokenizer folder or a GGUF file", path=path
@@ -225,7 +267,8 @@ def read_side(path: str | Path) -> TemplateSide:
 def _render(side: TemplateSide, probe: Probe, kwargs: dict[str, Any]) -> tuple[str | None, str | None]:
     """(text, None) or (None, the error), as apply_chat_template renders `probe` with this side's template."""
     limits = RenderLimits.from_env()
-    budget = budget_for(side.template, limits)
+    template = side.template_for(probe)
+    budget = budget_for(template, limits)
     messages = normalize_for_template(probe.message_list())
     flags = {
         "add_generation_prompt": probe.add_generation_prompt,
@@ -234,7 +277,7 @@ def _render(side: TemplateSide, probe: Probe, kwargs: dict[str, Any]) -> tuple[s
     try:
         with _compat.frozen_clock(CLOCK), limited(limits, budget) as active:
             (text,) = _compat.render_conversations(
-                side.template, [messages], probe.tool_list(), **flags, **side.variables, **kwargs
+                template, [messages], probe.tool_list(), **flags, **side.variables, **kwargs
             )
         return check_output(text, active, budget), None
     except Exception as err:  # a template may raise anything; the diff reports it per side

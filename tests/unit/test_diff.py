@@ -111,3 +111,14 @@ def test_a_gguf_side_reads_its_template_and_special_tokens(tmp_path: Path) -> No
     assert result.renders_same and result.same_text
     doc = json.loads(json.dumps(result.to_dict()))
     assert doc["renders_same"] and doc["b"]["origin"] == "GGUF tokenizer.chat_template"
+
+
+def test_a_folders_tool_use_template_renders_its_probes_with_tools(tmp_path: Path) -> None:
+    a = chatml_folder(tmp_path / "a")
+    b = chatml_folder(tmp_path / "b")
+    (b / "additional_chat_templates").mkdir()
+    (b / "additional_chat_templates" / "tool_use.jinja").write_text(GOOD.replace("<tool_call>", "<call>"))
+    result = diff_templates(a, b, probes=["plain", "tool-call"])
+    changed = {p.probe for p in result.probes if p.changed}
+    assert changed == {"tool-call"} and not result.same_text
+    assert read_side(b).to_dict()["tool_use"] is True
