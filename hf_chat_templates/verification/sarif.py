@@ -133,6 +133,9 @@ def _region(finding: dict[str, Any]) -> dict[str, int]:
     return {"startLine": max(1, int(finding.get("line") or 1)), "startColumn": max(1, int(finding.get("column") or 1))}
 
 
+CONFIG_NAME = "tokenizer_config.json"
+
+
 def _location(artifact: str, region: dict[str, int] | None = None) -> dict[str, Any]:
     physical: dict[str, Any] = {"artifactLocation": {"uri": artifact}}
     if region:
@@ -142,13 +145,16 @@ def _location(artifact: str, region: dict[str, int] | None = None) -> dict[str, 
 
 def _check_results(result: CheckResult, artifact: str, rule_index: dict[str, int]) -> list[dict[str, Any]]:
     if result.id == "template-safety":
+        # a region's line and column count in the template's text: no region when the artifact is the JSON file
+        # whose key holds the template (its lines are not the template's)
+        in_text = not artifact.endswith(CONFIG_NAME)
         return [
             {
                 "ruleId": f["rule"],
                 "ruleIndex": rule_index[f["rule"]],
                 "level": LEVELS[f["severity"]],
                 "message": {"text": f"{f['message']} Fix: {f['fix']}"},
-                "locations": [_location(artifact, _region(f))],
+                "locations": [_location(artifact, _region(f) if in_text else None)],
                 "partialFingerprints": {"hctFingerprint/v1": f["fingerprint"]},
             }
             for f in result.detail.get("findings", [])
@@ -216,7 +222,7 @@ def template_artifact(ctx: Any, template_file: str | Path | None = None) -> str:
             return _uri(jinja)
     if ctx.variant is not None and ctx.variant.template == ctx.template:
         return _uri(ctx.variant.template_path)
-    return _uri(Path(folder_path) / "tokenizer_config.json") if folder_path is not None else "chat_template.jinja"
+    return _uri(Path(folder_path) / CONFIG_NAME) if folder_path is not None else "chat_template.jinja"
 
 
 def _uri(path: Path) -> str:

@@ -131,6 +131,13 @@ def test_sarif_points_each_safety_finding_at_its_line_and_column(trigger_report:
     assert result["partialFingerprints"]["hctFingerprint/v1"]
 
 
+def test_a_template_held_in_tokenizer_config_gets_no_line_and_column_of_that_file(trigger_report: Any) -> None:
+    doc = sarif_document(trigger_report, "folder/tokenizer_config.json")
+    _validate(doc)
+    (result,) = [r for r in doc["runs"][0]["results"] if r["ruleId"].startswith("HCT-")]
+    assert result["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "folder/tokenizer_config.json"}}
+
+
 def test_sarif_of_a_clean_template_has_no_results(good: Path) -> None:
     doc = sarif_document(verify(good, only=["template-safety"]), "chat_template.jinja")
     _validate(doc)
