@@ -138,3 +138,12 @@ def families_option(func: F) -> F:
         metavar="DIR",
         help="Also read families from DIR (folders with a family.toml; repeatable; also HF_CHAT_TEMPLATES_FAMILIES).",
     )(func)
+
+
+def write_html(path: Path, results: list[Any]) -> None:
+    """verify's --html: the report page of (report, context) pairs, written whole, and where it went."""
+    from ..outputs import write_file
+    from ..view.report import verification_html
+
+    write_file(path, verification_html(results))
+    click.echo(f"report written: {path}", err=True)

@@ -18,6 +18,7 @@ from .app import (
     input_options,
     json_option,
     template_options,
+    write_html,
 )
 from .gguf_files import against_option
 
@@ -171,7 +172,7 @@ def verify_command(
     )
     report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:
-        _write_html(html_out, [(report, ctx)])
+        write_html(html_out, [(report, ctx)])
     _print_report(report, dataset, as_json)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
@@ -241,7 +242,7 @@ def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, 
     results = verify_all_with_contexts(only=checks, engines=engines)
     reports = [r for r, _ in results]
     if html_out is not None:
-        _write_html(html_out, results)
+        write_html(html_out, results)
     if as_json:
         emit_json([r.to_dict() for r in reports])
     else:
@@ -256,11 +257,3 @@ def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, 
             + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing))
         )
     sys.exit(1 if failing else 0)
-
-
-def _write_html(path: Path, results: list[Any]) -> None:
-    from ..outputs import write_file
-    from ..view.report import verification_html
-
-    write_file(path, verification_html(results))
-    click.echo(f"report written: {path}", err=True)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from ..gguf.reading import is_gguf
-from .app import emit_json, warn
+from .app import emit_json, warn, write_html
 
 F = TypeVar("F", bound=Callable[..., Any])
 AGAINST = "gguf_against"
@@ -128,11 +128,7 @@ def verify_gguf(params: dict[str, Any]) -> None:
             )
         parity = llama_cpp_parity(gguf, ctx.tokenizer, ctx.probes)
         if params.get("html_out") is not None:
-            from ..outputs import write_file
-            from ..view.report import verification_html
-
-            write_file(params["html_out"], verification_html([(report, ctx)]))
-            click.echo(f"report written: {params['html_out']}", err=True)
+            write_html(params["html_out"], [(report, ctx)])
     against = params.get("against")
     comparison = compare_gguf(gguf, against) if against is not None else None
     _print(report, comparison, parity, notes, params.get("as_json", False))
