@@ -20,10 +20,17 @@ from typing import Any
 from ..errors import TokenizerFolderError, UsageError
 from ..outputs import write_file
 from ..tokenizer.folder import read_folder
-from .reading import ARRAY, CONTROL, NORMAL, STRING, TEMPLATE_KEY, TEMPLATE_NAMES_KEY, USER_DEFINED
+from .reading import (
+    ARRAY,
+    CONTROL,
+    DEFAULT_ALIGNMENT,
+    NORMAL,
+    STRING,
+    TEMPLATE_KEY,
+    TEMPLATE_NAMES_KEY,
+    USER_DEFINED,
+)
 from .writing import BOOL, INT32, UINT32, GgufValue, encode_entry
-
-DEFAULT_ALIGNMENT = 32
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ normalizes them, the clock pinned, under the render limits), with the special-to
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import json
 from collections.abc import Iterable
@@ -31,12 +30,12 @@ from ..template.rendering import describe_exception, normalize_for_template
 from ..template.safety import SafetyFinding, scan_template
 from ..template.syntax import read_template, transformers_text
 from ..tokenizer.folder import SLOW_VOCAB_FILES, TOKENIZER_JSON, read_folder
+from .context import CLOCKS
 from .results import around
 
 __all__ = ["ProbeDiff", "TemplateDiff", "TemplateSide", "diff_templates", "read_side"]
 
-# The moment both sides render at: a template that reads the clock differs by its template, not the day.
-CLOCK = dt.datetime(2024, 7, 26, 12, 0, 0)
+
 SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
 
 
@@ -275,7 +274,8 @@ def _render(side: TemplateSide, probe: Probe, kwargs: dict[str, Any]) -> tuple[s
         "continue_final_message": probe.continue_final_message,
     }
     try:
-        with _compat.frozen_clock(CLOCK), limited(limits, budget) as active:
+        # both sides at one moment (verify's first clock): a template that reads the clock differs by its text
+        with _compat.frozen_clock(CLOCKS[0]), limited(limits, budget) as active:
             (text,) = _compat.render_conversations(
                 template, [messages], probe.tool_list(), **flags, **side.variables, **kwargs
             )
