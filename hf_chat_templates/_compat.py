@@ -100,6 +100,25 @@ def fast_renderer(compiled: Any, variables: dict[str, Any]) -> Callable[[dict[st
     return render
 
 
+def join_generator() -> Any:
+    """A jinja2 code generator writing the `~` operator as `environment.join_strings((a, b, ...))` instead of
+    jinja2's own `str_join`, so an environment can see the values it joins (where autoescape is off)."""
+    from jinja2.compiler import CodeGenerator
+
+    class JoinGenerator(CodeGenerator):
+        def visit_Concat(self, node: Any, frame: Any) -> None:
+            if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+                super().visit_Concat(node, frame)
+                return
+            self.write("environment.join_strings((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
+    return JoinGenerator
+
+
 # ---- tokenizers: a component's settings --------------------------------------------------------------------------
 
 

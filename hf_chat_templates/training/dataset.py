@@ -32,6 +32,7 @@ from ..template.training_variant import TRAINING_TEMPLATE_NAME
 from .features import FEATURE_TYPES, IGNORE_INDEX, BatchStats, Problems, TrainingFeatures, render_record
 from .packing import PACKED_TYPES, PackStats, pack
 from .segments import SegmentStats
+from .shapes import ShapeStats
 
 DATA_FILE = "data-00000-of-00001.arrow"
 MAX_LISTED = 100
@@ -74,6 +75,8 @@ class PrepareReport:
     packing: PackStats = field(default_factory=PackStats)
     segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
     segments_off: str = ""  # why the renderings were encoded whole instead of by segments
+    shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
+    shapes_off: str = ""  # why every record was rendered directly
 
     @property
     def ok(self) -> bool:
@@ -116,6 +119,7 @@ class PrepareReport:
             "stop_tokens": list(self.stop_tokens),
             "token_notes": list(self.token_notes),
             "segment_cache": self.segments.to_dict(self.segments_off),
+            "shapes": self.shapes.to_dict(self.shapes_off),
         }
 
     def _destination(self) -> str:
@@ -150,6 +154,7 @@ class PrepareReport:
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
             f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
             *self._training_lines(),
+            f"  rendering by shape: {self.shapes.describe(self.shapes_off)}",
             f"  segment cache: {self.segments.describe(self.segments_off)}",
             *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
         ]
@@ -310,6 +315,8 @@ def _stream(
             report.control_spellings += stats.control_spellings
             report.segments += stats.segments
             report.segments_off = report.segments_off or stats.segments_off
+            report.shapes += stats.shapes
+            report.shapes_off = report.shapes_off or stats.shapes_off
             for kind, where, why in problems:
                 report.note(kind, where, why)
             report.tally.add(RecordTally(steps=steps))
@@ -337,7 +344,7 @@ def template_normalizer(features: TrainingFeatures) -> Normalizer:
     )
 
     def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        return render_record(state, {"messages": messages, "tools": tools})[0]
+        return render_record(state, {"messages": messages, "tools": tools}, by_shape=False)[0]
 
     return Normalizer.for_template(render, sources)
 

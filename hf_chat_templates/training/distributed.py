@@ -44,7 +44,7 @@ from .shards import Shard, ShardSource, input_files, plan_shards, shard_size
 ENGINES = ("local", "ray")
 _LISTS = ("bad_lines", "unrendered", "skipped")
 _SUMS = ("records", "tokens", "trained_tokens", "truncated", "encoded", "assistant_tokens", "control_spellings")
-_STATS = ("packing", "segments")
+_STATS = ("packing", "segments", "shapes")
 
 
 # ---- the workers ------------------------------------------------------------------------------------------------
@@ -205,6 +205,7 @@ def merge_shard(report: PrepareReport, part: PrepareReport, offset: int, label: 
     for name in _STATS:  # dataclasses that add up with `+`
         setattr(report, name, getattr(report, name) + getattr(part, name))
     report.segments_off = report.segments_off or part.segments_off
+    report.shapes_off = report.shapes_off or part.shapes_off
     for name in _LISTS:
         listed = getattr(report, name)
         listed += _shifted(getattr(part, name), offset, label)[: MAX_LISTED - len(listed)]

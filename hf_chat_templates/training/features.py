@@ -43,13 +43,14 @@ from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_m
 from ..tokenizer.folder import read_folder
 from .loading import added_tokens_kwargs, compile_template
 from .segments import SegmentEncoder, SegmentStats, return_freed_memory
+from .shapes import ShapeRenderer, ShapeStats, shape_renderer
 from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
+from .turns import WEIGHT_KEYS, trained_spans
 
 IGNORE_INDEX = -100
 _UNRENDERED = "a plain two-exchange conversation does not render"
 FEATURE_TYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int32"}
 TRAIN_ON = ("all", "last", "weighted")
-WEIGHT_KEYS = ("weight", "train")
 
 Problems = list[tuple[int, str]]  # (index in the batch, why it is left out)
 
@@ -64,6 +65,7 @@ class Rendered(NamedTuple):
     trained: tuple[bool, ...]
     literal: tuple[tuple[int, int], ...] = ()
     spells_control: bool = False
+    how: str = ""  # from a shape or directly (`ShapeRenderer.render_record`)
 
 
 @dataclass
@@ -77,12 +79,14 @@ class BatchStats:
     control_spellings: int = 0  # records whose data spells a control token
     segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
     segments_off: str = ""  # why whole-string encoding was used instead of segments
+    shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
+    shapes_off: str = ""  # why every record was rendered directly
 
     def __add__(self, other: BatchStats) -> BatchStats:
         return BatchStats(
             *(
                 (getattr(self, f.name) or getattr(other, f.name))
-                if f.name == "segments_off"
+                if f.name.endswith("_off")
                 else getattr(self, f.name) + getattr(other, f.name)
                 for f in fields(self)
             )
@@ -107,6 +111,7 @@ class FeatureState:
     render_tools: Callable[[dict[str, Any]], str] | None = None
     spelled: re.Pattern[str] = re.compile("(?!)")  # the control tokens data may not forge, longest first
     segments: SegmentEncoder | None = None  # the renderings encoded by segments, repeated ones from a cache
+    shapes: ShapeRenderer | None = None  # records rendered by shape (rendering differences only)
     _text_backend: Any = None
 
     @property
@@ -199,13 +204,17 @@ def load_state(
         else None,
         spelled=control_spellings(tokenizer, (plain, marked, tool_use)),
         segments=SegmentEncoder(tokenizer.backend_tokenizer),
+        shapes=shape_renderer(plain, tool_use, merged, tokens.stop_tokens, tokens.control_tokens)
+        if marked is None
+        else None,
     )
 
 
 def render_record(
-    state: FeatureState, record: dict[str, Any], drop: tuple[str, ...] = ()
-) -> tuple[str, tuple[Span, ...]]:
-    """One record's text and assistant spans (the message keys in `drop` taken off first)."""
+    state: FeatureState, record: dict[str, Any], drop: tuple[str, ...] = (), by_shape: bool = True
+) -> tuple[str, tuple[Span, ...], str]:
+    """One record's text and assistant spans (the message keys in `drop` taken off first), and how it was
+    rendered (`ShapeRenderer.render_record`: by shape unless `by_shape` is false or shapes are off)."""
     # What apply_chat_template does to messages, for JSON data: keys whose value is None are dropped and the
     # reasoning fields aliased (its conversion of objects to plain data changes nothing in parsed JSON).
     messages = _compat.alias_reasoning_fields(
@@ -214,8 +223,14 @@ def render_record(
     tools = record.get("tools")
     if state.marked is not None:
         text, indices = _compat.render_with_assistant_indices(state.marked, messages, tools, **state.kwargs)
-        return text, tuple(Span(-1, a, b, None) for a, b in indices if b > a)
+        return text, tuple(Span(-1, a, b, None) for a, b in indices if b > a), ""
+    if by_shape and state.shapes is not None:
+        return state.shapes.render_record(messages, tools, lambda: _direct(state, messages, tools))
+    return (*_direct(state, messages, tools), "")
 
+
+def _direct(state: FeatureState, messages: list[dict[str, Any]], tools: Any) -> tuple[str, tuple[Span, ...]]:
+    """A record's text and spans by rendering differences, the template rendered for each prefix."""
     render_with = state.render_tools if tools is not None and state.render_tools is not None else state.render_plain
 
     def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
@@ -272,7 +287,11 @@ def encode_rendered(
     sorted; the batch's stats."""
     import numpy as np
 
-    stats = BatchStats(control_spellings=sum(r.spells_control for r in rendered))
+    stats = BatchStats(
+        control_spellings=sum(r.spells_control for r in rendered),
+        shapes=ShapeStats.of([r.how for r in rendered]),
+        shapes_off=state.shapes.off if state.shapes is not None else "marked spans: rendered once per record",
+    )
     rows, lengths, cuts_of = [], [], []
     for r, enc in _encodings(state, rendered, problems, stats):
         size = len(enc) if max_length is None else min(len(enc), max_length)
@@ -309,37 +328,6 @@ def _capped(problem: str, limit: int = 200) -> str:
         return problem
     kind, _, text = problem.partition(": ")
     return f"{kind}: {text[:limit]}" if text else kind
-
-
-def turn_weight(message: dict[str, Any], index: int) -> bool:
-    """Whether an assistant message trains under train_on="weighted": its `weight` (0 or 1) or `train` (a bool)."""
-    weight, train = message.get("weight"), message.get("train")
-    if weight is not None and not (isinstance(weight, (int, float)) and weight in (0, 1)):
-        raise ValueError(f"message {index}: weight {weight!r} is not 0 or 1")
-    if train is not None and not isinstance(train, bool):
-        raise ValueError(f"message {index}: train {train!r} is not true or false")
-    if weight is not None and train is not None and bool(weight) != train:
-        raise ValueError(f"message {index}: weight {weight!r} and train {train!r} disagree")
-    return bool(weight) if weight is not None else train is not False
-
-
-def trained_spans(messages: list[dict[str, Any]], spans: tuple[Span, ...], train_on: str) -> tuple[bool, ...]:
-    """Which spans train. Spans from {% generation %} markers carry no message: they are matched to the assistant
-    messages in order, and must be as many."""
-    if train_on == "all":
-        return (True,) * len(spans)
-    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    owners = [s.message for s in spans]
-    if any(owner < 0 for owner in owners):
-        if len(spans) != len(assistants):
-            raise ValueError(
-                f"its {len(spans)} {{% generation %}} span(s) cannot be matched to its {len(assistants)} "
-                f"assistant message(s) for train_on={train_on}"
-            )
-        owners = assistants
-    if train_on == "last":
-        return tuple(owner == assistants[-1] for owner in owners)
-    return tuple(turn_weight(messages[owner], owner) for owner in owners)
 
 
 class TrainingFeatures:
@@ -404,12 +392,12 @@ class TrainingFeatures:
         drop = WEIGHT_KEYS if self.train_on == "weighted" else ()
         spelled = spells(state.spelled, record["messages"], record.get("tools"))
         if not spelled or self.allow_control_tokens_in_content:
-            text, spans = render_record(state, record, drop)
-            return Rendered(0, text, spans, (), (), spelled)
+            text, spans, how = render_record(state, record, drop)
+            return Rendered(0, text, spans, (), (), spelled, how)
         marked = {**record, "messages": mark_spellings(state.spelled, record["messages"])}
         if record.get("tools") is not None:
             marked["tools"] = mark_spellings(state.spelled, record["tools"])
-        text, spans, literal = unmark(state.spelled, *render_record(state, marked, drop))
+        text, spans, literal = unmark(state.spelled, *render_record(state, marked, drop, by_shape=False)[:2])
         return Rendered(0, text, spans, (), literal, True)
 
     def render_batch(self, records: list[dict[str, Any]]) -> tuple[list[Rendered], Problems]:

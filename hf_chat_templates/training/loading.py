@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import _compat
 from ..tokenizer.folder import added_tokens_kwargs
+from .followed import shape_concat, shape_join, shape_tojson
 
 __all__ = ["added_tokens_kwargs", "compile_template", "memoized_tojson"]
 
@@ -44,11 +45,17 @@ def memoized_tojson(tojson: Any) -> Any:
     return filter_
 
 
-def compile_template(source: str) -> Any:
+def compile_template(source: str, shapes: bool = False) -> Any:
     """transformers' compiled template for `source`, on an overlay of its environment whose `tojson` is memoized
-    (the shared environment is left as it is)."""
+    (the shared environment is left as it is); with `shapes`, its `tojson` also writes the markers of a shape's
+    strings (`shapes.shape_tojson`)."""
     compiled = _compat.compile_template(source)
     environment = compiled.environment.overlay()
     environment.filters = {**compiled.environment.filters}
-    environment.filters["tojson"] = memoized_tojson(compiled.environment.filters["tojson"])
+    tojson = memoized_tojson(compiled.environment.filters["tojson"])
+    environment.filters["tojson"] = shape_tojson(tojson) if shapes else tojson
+    if shapes:  # what jinja2 joins (`~`, a macro's output, a `{% set %}` block) keeps the data's strings followed
+        environment.code_generator_class = _compat.join_generator()
+        environment.concat = shape_concat
+        environment.join_strings = shape_join
     return environment.from_string(source)

@@ -29,6 +29,7 @@ COVERED = {
     "render_with_assistant_indices",
     "frozen_clock",
     "fast_renderer",
+    "join_generator",
     "component_state",
     "dataset_state",
     "arrow_writer",
@@ -230,6 +231,16 @@ FAST = (
     "{{ top }}{{ strftime_now('%Y') }}"
     "{% if messages and messages[0].role == 'bad' %}{{ raise_exception('bad role') }}{% endif %}"
 )
+
+
+def test_join_generator_hands_the_joined_values_to_the_environment() -> None:
+    environment = _compat.compile_template("x").environment.overlay()
+    environment.code_generator_class = _compat.join_generator()
+    seen = []
+    environment.join_strings = lambda items: seen.append(items) or "".join(map(str, items))  # type: ignore[attr-defined]
+    source = "{{ 'a' ~ n ~ m.content }}{% for x in [1] %}{{ x ~ '!' }}{% endfor %}"
+    assert environment.from_string(source).render(n=2, m={"content": "c"}) == "a2c1!"
+    assert seen == [("a", 2, "c"), (1, "!")]
 
 
 def test_fast_renderer_equals_render() -> None:

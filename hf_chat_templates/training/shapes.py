@@ -1,0 +1,319 @@
+"""Rendering by shape: one render of the template per conversation shape, then text put in place for each record.
+
+Records of a data set share a few shapes (the roles in order, the keys each message has, the tools), and a chat
+template mostly copies their text into fixed places. A shape is rendered once, its strings replaced by markers
+(`@@7@@`) that carry what they stand for; the rendering, its assistant spans (`template.spans`, by rendering
+differences as always) and the marker positions make the shape's skeleton. Each record of that shape is then its
+own strings put in place of the markers, spans shifted by the lengths: no Jinja at all.
+
+What the template does with a string is tracked, so a skeleton is used only where it holds:
+- a string a template changes (`trim`, `replace`, `lower`, a slice, `split` into pieces, `tojson`) gets a marker of
+  its own that stands for the change, replayed on the record's string;
+- a question it asks of a string (`'</think>' in content`, `content.startswith(...)`, `content == ''`, `length`) is
+  recorded with the answer the markers gave; a record whose strings answer any of them differently is rendered
+  directly (its control flow would differ), and the report counts those records;
+- what cannot be followed (iterating a string's characters, hashing it, a filter that reads raw text such as
+  `title` or `escape`) makes the shape, or for filters the whole template, rendered directly, with the reason.
+It is also proven before use: the first `SAMPLE_RECORDS` records are rendered both ways and compared (text and
+spans); the first difference turns shapes off for the run, naming the record and position.
+
+Strings under the keys `role` and `type` and empty strings stay part of the shape (templates branch on them); so do
+numbers, booleans, keys and the tools (serialized as the shape's key).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .. import _compat
+from ..template.spans import Span, assistant_spans
+from .followed import MARKERS, RealFn, Tracker, Values, raw_text
+from .loading import compile_template
+
+SAMPLE_RECORDS = 16
+MAX_SHAPES = 2048
+CACHE_CHARS = 32 * 2**20  # skeleton characters kept, least recently used out first
+PLAIN_KEYS = frozenset({"role", "type"})
+# Filters that read a string's text directly (regular expressions, escaping, number parsing): what they do to a
+# marker is not what they do to the text it stands for
+UNFOLLOWED_FILTERS = frozenset(
+    {
+        "title",
+        "escape",
+        "e",
+        "forceescape",
+        "wordcount",
+        "wordwrap",
+        "urlize",
+        "urlencode",
+        "striptags",
+        "xmlattr",
+        "float",
+        "int",
+        "pprint",
+        "filesizeformat",
+        "format",
+    }
+)
+
+
+# ---- shapes -----------------------------------------------------------------------------------------------------
+
+
+def _signature(value: Any, key: Any, leaves: list[str]) -> Any:
+    """The shape of `value` (strings of the data left out, collected in `leaves` in order)."""
+    if isinstance(value, str):
+        if key in PLAIN_KEYS or not value:
+            return value
+        leaves.append(value)
+        return None
+    if isinstance(value, dict):
+        return ("{", *((k, _signature(v, k, leaves)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[", *(_signature(v, key, leaves) for v in value))
+    return (type(value).__name__, value)
+
+
+def _tainted(value: Any, key: Any, tracker: Tracker, count: list[int]) -> Any:
+    """`value` with each string of the data replaced by its leaf's marker (the order `_signature` collects them)."""
+    if isinstance(value, str):
+        if key in PLAIN_KEYS or not value:
+            return value
+        k = count[0]
+        count[0] += 1
+        return tracker.marked(("leaf", k), lambda values: values[k])
+    if isinstance(value, dict):
+        return {k: _tainted(v, k, tracker, count) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tainted(v, key, tracker, count) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A shape's rendering: the text between markers, what each marker stands for, the assistant spans (in the
+    skeleton's characters) and the questions a record's strings must answer as the markers did."""
+
+    pieces: tuple[str, ...]
+    fns: tuple[RealFn, ...]
+    starts: tuple[int, ...]  # where each marker starts in the skeleton
+    widths: tuple[int, ...]
+    spans: tuple[Span, ...]
+    checks: tuple[tuple[RealFn, Any], ...]
+    untracked: str = ""  # why records of this shape are rendered directly
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.pieces)) + 64 * len(self.fns) + 32
+
+    def fits(self, values: Values) -> bool:
+        for fn, observed in self.checks:
+            try:
+                answer = fn(values)
+            except Exception:
+                return False
+            if type(answer) is not type(observed) or answer != observed:
+                return False
+        return True
+
+    def fill(self, values: Values) -> tuple[str, tuple[Span, ...]]:
+        reals = [str(fn(values)) for fn in self.fns]
+        parts = [self.pieces[0]]
+        for real, piece in zip(reals, self.pieces[1:]):
+            parts += (real, piece)
+        shifts = [0]
+        for real, width in zip(reals, self.widths):
+            shifts.append(shifts[-1] + len(real) - width)
+
+        def moved(at: int) -> int:
+            return at + shifts[bisect.bisect_right(self.starts, at - 1)] if self.starts else at
+
+        spans = tuple(Span(s.message, moved(s.start), moved(s.end), s.closing) for s in self.spans)
+        return "".join(parts), spans
+
+
+def skeleton(text: str, spans: tuple[Span, ...], tracker: Tracker) -> Shape:
+    """The shape's rendering cut at its markers."""
+    pieces, fns, starts, widths, at = [], [], [], [], 0
+    for found in MARKERS.finditer(text):
+        pieces.append(text[at : found.start()])
+        fns.append(tracker.fns[int(found.group(1))])
+        starts.append(found.start())
+        widths.append(found.end() - found.start())
+        at = found.end()
+    pieces.append(text[at:])
+    inside = [s for s in spans for a in (s.start, s.end) for b, w in zip(starts, widths) if b < a < b + w]
+    untracked = tracker.untracked or ("a span boundary inside a string of the data" if inside else "")
+    checks = tuple(tracker.checks.values())
+    return Shape(tuple(pieces), tuple(fns), tuple(starts), tuple(widths), spans, checks, untracked)
+
+
+@dataclass
+class ShapeStats:
+    """Records filled in from a shape (`built` of them rendered a new shape first), and records rendered directly
+    while shapes were on (their strings answer the template's questions differently, or their shape cannot be
+    followed). Stats add up with `+`."""
+
+    filled: int = 0
+    built: int = 0
+    direct: int = 0
+
+    def __add__(self, other: ShapeStats) -> ShapeStats:
+        return ShapeStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    @classmethod
+    def of(cls, hows: Sequence[str]) -> ShapeStats:
+        filled = sum(h in ("shape", "new") for h in hows)
+        return cls(filled, sum(h == "new" for h in hows), sum(h == "direct" for h in hows))
+
+    def describe(self, off: str) -> str:
+        if off:
+            return f"off: {off} (each record rendered directly)"
+        total = self.filled + self.direct
+        line = f"on ({self.filled:,} of {total:,} records filled in from {self.built:,} shapes"
+        if self.direct:
+            line += (
+                f"; {self.direct:,} rendered directly: the template tests their text and it answers otherwise, "
+                "or what it does with their shape cannot be followed"
+            )
+        return line + ")"
+
+    def to_dict(self, off: str) -> dict[str, Any]:
+        return {"on": not off, "off_reason": off or None, **vars(self)}
+
+
+class _NotAShape(Exception):
+    """A record the markers cannot stand in for (its shape's own text holds a marker's spelling)."""
+
+
+def _signature_of(messages: list[dict[str, Any]], tools: Any, leaves: list[str]) -> Any:
+    signature = _signature(messages, None, leaves)
+    tools_key = json.dumps(tools, ensure_ascii=False) if tools is not None else None
+    if "@@" in repr(signature) or (tools_key is not None and "@@" in tools_key):
+        raise _NotAShape
+    hash(signature)
+    return signature, tools_key
+
+
+def first_difference(a: str, b: str) -> int:
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+Direct = Callable[[], tuple[str, tuple[Span, ...]]]
+Render = Callable[[dict[str, Any]], str]
+
+
+class ShapeRenderer:
+    """Records rendered by shape (see the module docstring). `render(variables)` renders the template compiled
+    with `shape_tojson`; `render_tools` the one transformers uses for a conversation given tools, if any."""
+
+    def __init__(
+        self,
+        render: Render,
+        render_tools: Render | None,
+        stop_tokens: Sequence[str],
+        control_tokens: Sequence[str],
+        off: str = "",
+    ) -> None:
+        self.render, self.render_tools = render, render_tools
+        self.stops, self.controls = tuple(stop_tokens), tuple(control_tokens)
+        self.shapes: OrderedDict[Any, Shape] = OrderedDict()
+        self.chars = 0
+        self.proven = 0
+        self.off = off
+
+    def render_record(self, messages: list[dict[str, Any]], tools: Any, direct: Direct) -> tuple[str, Any, str]:
+        """(text, spans, how): how is "shape" (filled in), "new" (a shape rendered for it, then filled in),
+        "direct" (rendered directly although shapes are on) or "" (shapes off)."""
+        if self.off:
+            return (*direct(), "")
+        leaves: list[str] = []
+        try:
+            key = _signature_of(messages, tools, leaves)
+        except (_NotAShape, TypeError, ValueError):
+            return (*direct(), "direct")
+        shape, how = self.shapes.get(key), "shape"
+        if shape is None:
+            shape, how = self._build(messages, tools), "new"
+            self._keep(key, shape)
+        else:
+            self.shapes.move_to_end(key)
+        if shape.untracked or not shape.fits(leaves):
+            return (*direct(), "direct")
+        text, spans = shape.fill(leaves)
+        if self.proven < SAMPLE_RECORDS:
+            self.proven += 1
+            expected = direct()
+            if expected != (text, spans):
+                self.off = self._difference(expected, (text, spans))
+                return (*expected, "")
+        return text, spans, how
+
+    def _difference(self, expected: tuple[str, Any], got: tuple[str, Any]) -> str:
+        if expected[0] != got[0]:
+            at = first_difference(expected[0], got[0])
+            return (
+                f"sampled record {self.proven} renders differently from its shape at character {at} "
+                f"({expected[0][at : at + 20]!r} rendered, {got[0][at : at + 20]!r} from the shape)"
+            )
+        return f"sampled record {self.proven}: its assistant spans differ from its shape's ({expected[1]} vs {got[1]})"
+
+    def _build(self, messages: list[dict[str, Any]], tools: Any) -> Shape:
+        tracker = Tracker()
+        tainted = _tainted(messages, None, tracker, [0])
+        render_with = self.render_tools if tools is not None and self.render_tools is not None else self.render
+
+        def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+            variables = {"messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt}
+            return raw_text(render_with(variables))  # plain text: comparing renderings asks nothing of the data
+
+        try:
+            found = assistant_spans(render, tainted, self.stops, self.controls)
+        except Exception as err:  # rendered directly, where the record's own error is reported
+            return Shape((), (), (), (), (), (), f"the template raised {type(err).__name__} on its shape")
+        return skeleton(found.text, found.spans, tracker)
+
+    def _keep(self, key: Any, shape: Shape) -> None:
+        self.shapes[key] = shape
+        self.chars += shape.size
+        while self.shapes and (len(self.shapes) > MAX_SHAPES or self.chars > CACHE_CHARS):
+            _, dropped = self.shapes.popitem(last=False)
+            self.chars -= dropped.size
+
+
+def static_reason(template: str, environment: Any, variables: dict[str, Any]) -> str:
+    """Why this template is rendered directly for every record, read from its source, or ""."""
+    if "@@" in template or "@@" in repr(variables):
+        return "the template or its variables spell '@@', the shape markers"
+    from jinja2 import nodes
+
+    filters = environment.parse(template).find_all(nodes.Filter)
+    # `'%s' | format(x)` formats the data into the template's text, as `~` joins it; a string of the data as the
+    # format is another matter
+    used = sorted(
+        {f.name for f in filters if not (f.name == "format" and isinstance(f.node, nodes.Const))} & UNFOLLOWED_FILTERS
+    )
+    if used:
+        return f"the template uses the filter {used[0]!r}, which reads a string's text in a way shapes cannot follow"
+    return ""
+
+
+def shape_renderer(
+    plain: str, tool_use: str | None, variables: dict[str, Any], stops: Sequence[str], controls: Sequence[str]
+) -> ShapeRenderer:
+    """The renderer by shape for a template (and the one transformers uses given tools), compiled to follow the
+    data's strings (`loading.compile_template(shapes=True)`), or off with the reason its source gives."""
+
+    def renderer(source: str) -> Render:
+        compiled = compile_template(source, shapes=True)
+        return _compat.fast_renderer(compiled, {**compiled.globals, **variables, "documents": None})
+
+    sources = (plain, tool_use) if tool_use is not None else (plain,)
+    environment = _compat.compile_template(plain).environment
+    off = next(filter(None, (static_reason(t, environment, variables) for t in sources)), "")
+    return ShapeRenderer(renderer(plain), renderer(tool_use) if tool_use is not None else None, stops, controls, off)
