@@ -66,17 +66,33 @@ UNFOLLOWED_FILTERS = frozenset(
 
 
 def _signature(value: Any, key: Any, leaves: list[str]) -> Any:
-    """The shape of `value` (strings of the data left out, collected in `leaves` in order)."""
+    """The shape of `value` (strings of the data left out, collected in `leaves` in order). Text that stays in the
+    shape (keys, roles, types) may not spell a marker."""
     if isinstance(value, str):
         if key in PLAIN_KEYS or not value:
+            if "@@" in value:
+                raise _NotAShape
             return value
         leaves.append(value)
         return None
     if isinstance(value, dict):
-        return ("{", *((k, _signature(v, k, leaves)) for k, v in value.items()))
+        parts: list[Any] = ["{"]
+        for k, v in value.items():  # strings inline: most values are
+            if "@@" in k:
+                raise _NotAShape
+            if type(v) is str and v and k not in PLAIN_KEYS:
+                leaves.append(v)
+                parts += (k, None)
+            else:
+                parts += (k, _signature(v, k, leaves))
+        return tuple(parts)
     if isinstance(value, list):
         return ("[", *(_signature(v, key, leaves) for v in value))
     return (type(value).__name__, value)
+
+
+class _NotAShape(Exception):
+    """A record the markers cannot stand in for (its shape's own text spells a marker)."""
 
 
 def _tainted(value: Any, key: Any, tracker: Tracker, count: list[int]) -> Any:
@@ -187,14 +203,10 @@ class ShapeStats:
         return {"on": not off, "off_reason": off or None, **vars(self)}
 
 
-class _NotAShape(Exception):
-    """A record the markers cannot stand in for (its shape's own text holds a marker's spelling)."""
-
-
 def _signature_of(messages: list[dict[str, Any]], tools: Any, leaves: list[str]) -> Any:
     signature = _signature(messages, None, leaves)
     tools_key = json.dumps(tools, ensure_ascii=False) if tools is not None else None
-    if "@@" in repr(signature) or (tools_key is not None and "@@" in tools_key):
+    if tools_key is not None and "@@" in tools_key:
         raise _NotAShape
     hash(signature)
     return signature, tools_key

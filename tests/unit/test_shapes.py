@@ -238,3 +238,15 @@ def test_prepare_says_how_records_were_rendered(tmp_path: Path) -> None:
     report = prepare(folder, data, tmp_path / "out")
     assert "rendering by shape: on (20 of 20 records filled in from 1 shapes)" in report.describe()
     assert report.to_dict()["shapes"] == {"on": True, "off_reason": None, "filled": 20, "built": 1, "direct": 0}
+
+
+def test_a_record_whose_shape_text_spells_a_marker_is_rendered_directly() -> None:
+    source = CHATML.replace("{{ TEXT }}", "{{ m.content }}{% for k, v in (m.extra or {}).items() %}{{ k }}{% endfor %}")
+    renderer, render = shape_renderer(source)
+    for messages in (
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "extra": {"@@0@@": 1}}],
+        [{"role": "user@@1@@", "content": "a"}, {"role": "assistant", "content": "b"}],
+    ):
+        text, spans, how = renderer.render_record(messages, None, functools.partial(render, messages))
+        assert (how, (text, spans)) == ("direct", render(messages))
+    assert "@@" in static_reason("{{ '@@0@@' }}", _environment(), {})
