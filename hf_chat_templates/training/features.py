@@ -392,7 +392,8 @@ class TrainingFeatures:
         drop = WEIGHT_KEYS if self.train_on == "weighted" else ()
         spelled = spells(state.spelled, record["messages"], record.get("tools"))
         if not spelled or self.allow_control_tokens_in_content:
-            text, spans, how = render_record(state, record, drop)
+            # data spelling a control token is rendered directly: a span's ends may fall on the spelling
+            text, spans, how = render_record(state, record, drop, by_shape=not spelled)
             return Rendered(0, text, spans, (), (), spelled, how)
         marked = {**record, "messages": mark_spellings(state.spelled, record["messages"])}
         if record.get("tools") is not None:

@@ -24,28 +24,56 @@ RealFn = Callable[[Values], Any]
 
 class Tracker:
     """One shape's markers (what each stands for, as a function of the record's strings) and the questions the
-    template asked of its strings, with the answers it got."""
+    template asked of its strings, with the answers it got. `ids` numbers the markers by what they stand for; the
+    trackers of one renderer share it, so one value has one marker in every shape (a rendering of a conversation's
+    first messages can then serve every shape that starts with them). `log` collects, while it is a `RenderLog`,
+    what one rendering used."""
 
-    def __init__(self) -> None:
-        self.fns: list[RealFn] = []
+    def __init__(self, ids: dict[Any, int] | None = None) -> None:
+        self.ids = ids if ids is not None else {}
+        self.fns: dict[int, RealFn] = {}
         self.memo: dict[Any, Taint] = {}
         self.checks: dict[Any, tuple[RealFn, Any]] = {}
         self.untracked = ""
+        self.log: RenderLog | None = None
 
     def marked(self, key: Any, fn: RealFn) -> Taint:
         """The value `key` names with a marker of its own (the same one in every render of the shape)."""
         taint = self.memo.get(key)
         if taint is None:
-            taint = self.memo[key] = Taint.make(MARKER.format(len(self.fns)), self, key, fn)
-            self.fns.append(fn)
+            number = self.ids.setdefault(key, len(self.ids))
+            taint = self.memo[key] = Taint.make(MARKER.format(number), self, key, fn)
+            self.fns[number] = fn
+        if self.log is not None:
+            self.log.fns[self.ids[key]] = fn
         return taint
 
     def check(self, key: Any, fn: RealFn, observed: Any) -> Any:
         self.checks.setdefault(key, (fn, observed))
+        if self.log is not None:
+            self.log.checks.setdefault(key, (fn, observed))
         return observed
 
     def lost(self, what: str) -> None:
         self.untracked = self.untracked or what
+        if self.log is not None:
+            self.log.untracked = self.log.untracked or what
+
+    def replay(self, log: RenderLog) -> None:
+        """What another shape's rendering of the same messages used, taken as this shape's own."""
+        self.fns.update(log.fns)
+        for key, check in log.checks.items():
+            self.checks.setdefault(key, check)
+        self.untracked = self.untracked or log.untracked
+
+
+class RenderLog:
+    """The markers, questions and what could not be followed of one rendering."""
+
+    def __init__(self) -> None:
+        self.fns: dict[int, RealFn] = {}
+        self.checks: dict[Any, tuple[RealFn, Any]] = {}
+        self.untracked = ""
 
 
 def _real(x: Any, values: Values) -> Any:

@@ -24,6 +24,7 @@ numbers, booleans, keys and the tools (serialized as the shape's key).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -32,12 +33,13 @@ from typing import Any
 
 from .. import _compat
 from ..template.spans import Span, assistant_spans
-from .followed import MARKERS, RealFn, Tracker, Values, raw_text
+from .followed import MARKERS, RealFn, RenderLog, Tracker, Values, raw_text
 from .loading import compile_template
 
 SAMPLE_RECORDS = 16
 MAX_SHAPES = 2048
-CACHE_CHARS = 32 * 2**20  # skeleton characters kept, least recently used out first
+CACHE_CHARS = 32 * 2**20  # skeleton (and rendering) characters kept, least recently used out first
+MAX_MARKERS = 1_000_000
 PLAIN_KEYS = frozenset({"role", "type"})
 # Filters that read a string's text directly (regular expressions, escaping, number parsing): what they do to a
 # marker is not what they do to the text it stands for
@@ -122,6 +124,10 @@ class Shape:
     spans: tuple[Span, ...]
     checks: tuple[tuple[RealFn, Any], ...]
     untracked: str = ""  # why records of this shape are rendered directly
+    # The renderings of the first messages, by (how many, with the generation prompt), when the spans depend on the
+    # text (a message without a span, a closing token standing in for the stop token): each record's spans are then
+    # found again on its own texts, filled in
+    prefixes: dict[tuple[int, bool], Shape] | None = None
 
     @property
     def size(self) -> int:
@@ -236,6 +242,9 @@ class ShapeRenderer:
         self.stops, self.controls = tuple(stop_tokens), tuple(control_tokens)
         self.shapes: OrderedDict[Any, Shape] = OrderedDict()
         self.chars = 0
+        self.ids: dict[Any, int] = {}  # marker numbers, shared by every shape's tracker
+        self.renders: OrderedDict[Any, tuple[str, RenderLog]] = OrderedDict()  # by (first messages, prompt, tools)
+        self.render_chars = 0
         self.proven = 0
         self.off = off
 
@@ -251,13 +260,16 @@ class ShapeRenderer:
             return (*direct(), "direct")
         shape, how = self.shapes.get(key), "shape"
         if shape is None:
-            shape, how = self._build(messages, tools), "new"
+            shape, how = self._build(messages, tools, key), "new"
             self._keep(key, shape)
         else:
             self.shapes.move_to_end(key)
         if shape.untracked or not shape.fits(leaves):
             return (*direct(), "direct")
-        text, spans = shape.fill(leaves)
+        text, filled = shape.fill(leaves)
+        spans = filled if shape.prefixes is None else self._spans_again(shape.prefixes, leaves, messages, text)
+        if spans is None or any(s.end <= s.start for s in spans):  # a change left a span nothing: not followed
+            return (*direct(), "direct")
         if self.proven < SAMPLE_RECORDS:
             self.proven += 1
             expected = direct()
@@ -265,6 +277,19 @@ class ShapeRenderer:
                 self.off = self._difference(expected, (text, spans))
                 return (*expected, "")
         return text, spans, how
+
+    def _spans_again(
+        self, prefixes: dict[tuple[int, bool], Shape], values: Values, messages: list[dict[str, Any]], text: str
+    ) -> tuple[Span, ...] | None:
+        """A record's spans by rendering differences on its own texts (its shape's renderings, filled in)."""
+
+        def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+            return prefixes[(len(prefix), add_generation_prompt)].fill(values)[0]
+
+        try:
+            return assistant_spans(render, messages, self.stops, self.controls, full=text).spans
+        except KeyError:
+            return None
 
     def _difference(self, expected: tuple[str, Any], got: tuple[str, Any]) -> str:
         if expected[0] != got[0]:
@@ -275,20 +300,52 @@ class ShapeRenderer:
             )
         return f"sampled record {self.proven}: its assistant spans differ from its shape's ({expected[1]} vs {got[1]})"
 
-    def _build(self, messages: list[dict[str, Any]], tools: Any) -> Shape:
-        tracker = Tracker()
+    def _build(self, messages: list[dict[str, Any]], tools: Any, key: Any) -> Shape:
+        if len(self.ids) > MAX_MARKERS:  # numbers start over, and the renderings written with them go
+            self.ids.clear()
+            self.renders.clear()
+            self.render_chars = 0
+        tracker = Tracker(self.ids)
         tainted = _tainted(messages, None, tracker, [0])
         render_with = self.render_tools if tools is not None and self.render_tools is not None else self.render
+        signatures, tools_key = key[0][1:], key[1]
 
         def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
-            variables = {"messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt}
-            return raw_text(render_with(variables))  # plain text: comparing renderings asks nothing of the data
+            """The prefix rendered, or taken from another shape's rendering of the same messages."""
+            at = (signatures[: len(prefix)], add_generation_prompt, tools_key)
+            kept = self.renders.get(at)
+            if kept is not None:
+                self.renders.move_to_end(at)
+                tracker.replay(kept[1])
+                return kept[0]
+            tracker.log = RenderLog()
+            try:
+                variables = {"messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt}
+                text = raw_text(render_with(variables))  # plain text: comparing renderings asks nothing of the data
+                self._keep_render(at, text, tracker.log)
+            finally:
+                tracker.log = None
+            return text
 
         try:
             found = assistant_spans(render, tainted, self.stops, self.controls)
+            if not (found.untrained or any(s.closing not in (None, *self.stops) for s in found.spans)):
+                return skeleton(found.text, found.spans, tracker)
+            # The spans depend on the text: every prefix a record's spans may need, kept as a skeleton of its own
+            assistants = [i for i, m in enumerate(tainted) if m.get("role") == "assistant"]
+            wanted = {(i, True) for i in assistants} | {(i + 1, False) for i in assistants}
+            texts = {(n, gp): render(tainted[:n], gp) for n, gp in sorted(wanted)}
         except Exception as err:  # rendered directly, where the record's own error is reported
             return Shape((), (), (), (), (), (), f"the template raised {type(err).__name__} on its shape")
-        return skeleton(found.text, found.spans, tracker)
+        prefixes = {at: skeleton(text, (), tracker) for at, text in texts.items()}
+        return dataclasses.replace(skeleton(found.text, found.spans, tracker), prefixes=prefixes)
+
+    def _keep_render(self, at: Any, text: str, log: RenderLog) -> None:
+        self.renders[at] = (text, log)
+        self.render_chars += len(text)
+        while self.renders and self.render_chars > CACHE_CHARS:
+            _, (dropped, _) = self.renders.popitem(last=False)
+            self.render_chars -= len(dropped)
 
     def _keep(self, key: Any, shape: Shape) -> None:
         self.shapes[key] = shape

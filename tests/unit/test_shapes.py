@@ -140,9 +140,10 @@ def test_a_record_filled_into_its_shape_equals_its_rendering(
     by_shape, plain = renderers(source, variables)
     renderer = ShapeRenderer(by_shape, None, stops, controls)
     renderer.proven = SAMPLE_RECORDS  # compared here, on every record, not on a sample
-    shape = data.draw(st.sampled_from(SHAPES))
-    tools = TOOLS if shape == "tool" else None
-    for _ in range(3):  # the first builds the shape, the others are filled in
+    # several shapes through one renderer (shapes that start alike share the renderings of their first messages),
+    # each one built by its first record and filled in for the next
+    for shape in data.draw(st.lists(st.sampled_from(SHAPES), min_size=1, max_size=4)) * 2:
+        tools = TOOLS if shape == "tool" else None
         messages = _compat.alias_reasoning_fields(conversation(shape, data.draw(st.lists(TEXT, min_size=1))))
         rendered = functools.partial(direct, plain, messages, tools, stops, controls)
         expected = outcome(rendered)
@@ -250,3 +251,21 @@ def test_a_record_whose_shape_text_spells_a_marker_is_rendered_directly() -> Non
         text, spans, how = renderer.render_record(messages, None, functools.partial(render, messages))
         assert (how, (text, spans)) == ("direct", render(messages))
     assert "@@" in static_reason("{{ '@@0@@' }}", _environment(), {})
+
+
+def test_spans_that_depend_on_the_text_are_found_again_on_each_records_text() -> None:
+    # The generation prompt ends with "<think>\n": an answer only has a span when its text starts with it too
+    source = CHATML.replace("{{ TEXT }}", "{{ m.content }}").replace(
+        "assistant\n{% endif %}", "assistant\n<think>\n{% endif %}"
+    )
+    renderer, render = shape_renderer(source)
+    contents = ["plain", "<think>\nreasoned", "plain again", "<think>\nmore"]
+    assert run(renderer, render, contents) == ["new", "shape", "shape", "shape"]
+    assert [
+        bool(render([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": c}])[1]) for c in contents
+    ] == [
+        False,
+        True,
+        False,
+        True,
+    ]
