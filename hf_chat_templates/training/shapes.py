@@ -14,6 +14,14 @@ What the template does with a string is tracked, so a skeleton is used only wher
   directly (its control flow would differ), and the report counts those records;
 - what cannot be followed (iterating a string's characters, hashing it, a filter that reads raw text such as
   `title` or `escape`) makes the shape, or for filters the whole template, rendered directly, with the reason.
+The spans: where finding them met only prefixes (every prompt a prefix of the conversation, every turn closed by
+the stop token), that holds for any text put in place, so the shape's spans serve, moved. Where it met a message
+without a span or a closing token standing in for the stop token, the outcome may depend on the text (a generation
+prompt ending in `<think>\n` that an answer may or may not start with): the shape keeps its prefix renderings as
+skeletons and each record's spans are found again on its own filled-in texts. A rendering of a conversation's
+first messages is kept and serves every shape that starts with the same messages (agent data: the system prompt
+and tools rendered once, not once per shape).
+
 It is also proven before use: the first `SAMPLE_RECORDS` records are rendered both ways and compared (text and
 spans); the first difference turns shapes off for the run, naming the record and position.
 
