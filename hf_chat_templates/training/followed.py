@@ -16,6 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 MARKER = "@@{}@@"
+# Filters that read a string's text directly (regular expressions, escaping, number parsing): what they do to a
+# marker is not what they do to the text it stands for
+UNFOLLOWED_FILTERS = frozenset({"title", "escape", "e", "forceescape", "wordcount", "wordwrap", "urlize"})
+UNFOLLOWED_FILTERS |= {"urlencode", "striptags", "xmlattr", "float", "int", "pprint", "filesizeformat", "format"}
 MARKERS = re.compile(r"@@(\d+)@@")
 
 Values = Sequence[str]
@@ -29,7 +33,8 @@ class Tracker:
     first messages can then serve every shape that starts with them). `log` collects, while it is a `RenderLog`,
     what one rendering used."""
 
-    def __init__(self, ids: dict[Any, int] | None = None) -> None:
+    def __init__(self, values: Values = (), ids: dict[Any, int] | None = None) -> None:
+        self.values = values  # the strings of the record the shape is built from: they answer the questions
         self.ids = ids if ids is not None else {}
         self.fns: dict[int, RealFn] = {}
         self.memo: dict[Any, Taint] = {}
@@ -97,8 +102,8 @@ _CHANGES += _names("center ljust rjust zfill expandtabs")
 _QUESTIONS = _names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __contains__ __len__ startswith endswith find rfind")
 _QUESTIONS += _names("count isalnum isalpha isascii isdecimal isdigit isidentifier islower isnumeric isprintable")
 _QUESTIONS += _names("isspace istitle isupper")
-_PIECES = ("split", "rsplit", "splitlines", "partition", "rpartition")
-_UNFOLLOWED = _names("__iter__ __hash__ __mod__ __repr__ index rindex encode format format_map translate")
+_CHANGES += _names("split rsplit splitlines partition rpartition")  # pieces, see `_derived`
+_UNFOLLOWED = _names("__iter__ __hash__ __mod__ index rindex encode format format_map translate")
 
 
 class Taint(str):
@@ -114,12 +119,17 @@ class Taint(str):
         taint.key, taint.fn, taint.tracker = key, fn, tracker
         return taint
 
-    def _derived(self, key: Any, raw: Any, fn: RealFn) -> Any:
-        """A value computed from this string: a string holding a marker gets its own; any other value is a question
-        whose answer the record must repeat."""
-        if isinstance(raw, str) and MARKERS.search(raw):
+    def _derived(self, key: Any, fn: RealFn) -> Any:
+        """A value computed from this string: a string gets a marker of its own; any other value is a question,
+        answered by the record the shape is built from, whose answer every record filled in must repeat."""
+        answer = fn(self.tracker.values)
+        if isinstance(answer, str):
             return self.tracker.marked(key, fn)
-        return self.tracker.check(key, fn, raw)
+        if isinstance(answer, (list, tuple)):  # pieces: how many is the question, each piece a string of its own
+            self.tracker.check(("#", key), lambda values: len(fn(values)), len(answer))
+            out = [self.tracker.marked((k, key), _piece(fn, k)) for k in range(len(answer))]
+            return tuple(out) if isinstance(answer, tuple) else out
+        return self.tracker.check(key, fn, answer)
 
     def __add__(self, other: Any) -> Any:
         if not isinstance(other, str):
@@ -146,14 +156,22 @@ class Taint(str):
             return str.__getitem__(self, index)
         at = (index.start, index.stop, index.step) if isinstance(index, slice) else index
         fn = self.fn
-        return self._derived(("[]", self.key, at), raw_text(self)[index], lambda values: fn(values)[index])
+        try:
+            return self._derived(("[]", self.key, at), lambda values: fn(values)[index])
+        except IndexError:  # as the string itself would raise, for every record of the shape alike
+            self.tracker.check(("len", self.key), lambda values: len(fn(values)), len(fn(self.tracker.values)))
+            raise
 
     def __str__(self) -> str:  # what jinja2 writes out stays a string of the data (a macro's output is one too)
         return self
 
     def __bool__(self) -> bool:
         fn = self.fn
-        return bool(self.tracker.check(("bool", self.key), lambda values: bool(fn(values)), bool(raw_text(self))))
+        return bool(self._derived(("bool", self.key), lambda values: bool(fn(values))))
+
+    def __repr__(self) -> str:  # a mapping of the data made a string (`| string`) writes its strings' reprs
+        fn = self.fn
+        return str(self._derived(("repr", self.key), lambda values: repr(fn(values))))
 
     def __format__(self, spec: str) -> str:
         if spec:
@@ -163,10 +181,18 @@ class Taint(str):
     __hash__ = str.__hash__  # replaced below, with the others that cannot be followed
 
 
+def _piece(fn: RealFn, k: int) -> RealFn:
+    return lambda values: fn(values)[k]
+
+
 def _change(name: str) -> Callable[..., Any]:
+    """A str method, followed: what it gives for the record the shape is built from decides (see `_derived`)."""
     method = getattr(str, name)
 
-    def change(self: Taint, *args: Any) -> Any:
+    def change(self: Taint, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            self.tracker.lost(f"str.{name} with keyword arguments")
+            return method(raw_text(self), *map(raw_text, args), **kwargs)
         try:
             key = (name, self.key, tuple(map(_key, args)))
             hash(key)
@@ -178,31 +204,10 @@ def _change(name: str) -> Callable[..., Any]:
         def real(values: Values) -> Any:
             return method(fn(values), *(_real(a, values) for a in args))
 
-        return self._derived(key, method(raw_text(self), *map(raw_text, args)), real)
+        return self._derived(key, real)
 
     change.__name__ = name
     return change
-
-
-def _pieces(name: str) -> Callable[..., Any]:
-    method = getattr(str, name)
-
-    def pieces(self: Taint, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or any(isinstance(a, Taint) for a in args):
-            self.tracker.lost(f"str.{name} by a string of the data")
-            return method(raw_text(self), *map(raw_text, args), **kwargs)
-        raw = method(raw_text(self), *args)
-        fn = self.fn
-        self.tracker.check((name, "#", self.key, args), lambda values: len(method(fn(values), *args)), len(raw))
-
-        def piece_of(k: int) -> RealFn:
-            return lambda values: method(fn(values), *args)[k]
-
-        out = [self._derived((name, k, self.key, args), piece, piece_of(k)) for k, piece in enumerate(raw)]
-        return tuple(out) if isinstance(raw, tuple) else out
-
-    pieces.__name__ = name
-    return pieces
 
 
 def _unfollowed(name: str) -> Callable[..., Any]:
@@ -218,10 +223,99 @@ def _unfollowed(name: str) -> Callable[..., Any]:
 
 for _name in _CHANGES + _QUESTIONS:
     setattr(Taint, _name, _change(_name))
-for _name in _PIECES:
-    setattr(Taint, _name, _pieces(_name))
 for _name in _UNFOLLOWED:
     setattr(Taint, _name, _unfollowed(_name))
+
+
+# ---- filters and tests on a shape -------------------------------------------------------------------------------
+
+
+class Length(int):
+    """The length of a string of the data (`| length`): a comparison is a question (`| length > 0`), answered by the
+    record the shape is built from; any other use (arithmetic, printing it) asks for that very length."""
+
+    key: Any
+    fn: RealFn
+    tracker: Tracker
+
+    @staticmethod
+    def of(taint: Taint) -> Length:
+        fn = taint.fn
+        length = int.__new__(Length, len(fn(taint.tracker.values)))
+        length.key, length.fn, length.tracker = ("len", taint.key), lambda values: len(fn(values)), taint.tracker
+        return length
+
+    def exactly(self) -> int:
+        """The length itself, which every record filled in must then have."""
+        return int(self.tracker.check(self.key, self.fn, int.__int__(self)))
+
+
+def _compare(name: str) -> Callable[..., Any]:
+    method = getattr(int, name)
+
+    def compare(self: Length, other: Any) -> Any:
+        if isinstance(other, Length) or not isinstance(other, (int, float)) or isinstance(other, bool):
+            return method(self.exactly(), other)
+        fn = self.fn
+        answer = method(int.__int__(self), other)
+        return self.tracker.check((name, self.key, other), lambda values: method(fn(values), other), answer)
+
+    compare.__name__ = name
+    return compare
+
+
+def _exact(name: str) -> Callable[..., Any]:
+    method = getattr(int, name)
+
+    def exact(self: Length, *args: Any) -> Any:
+        return method(self.exactly(), *args)
+
+    exact.__name__ = name
+    return exact
+
+
+for _name in _names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__"):
+    setattr(Length, _name, _compare(_name))
+for _name in _names("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __floordiv__ __rfloordiv__ __truediv__"):
+    setattr(Length, _name, _exact(_name))
+for _name in _names("__rtruediv__ __mod__ __rmod__ __pow__ __rpow__ __neg__ __pos__ __abs__ __index__ __int__"):
+    setattr(Length, _name, _exact(_name))
+for _name in _names("__float__ __hash__ __str__ __repr__ __format__ __bool__ __divmod__ __rdivmod__ __and__ __or__"):
+    setattr(Length, _name, _exact(_name))
+
+
+def _followed_filter(name: str, original: Any) -> Any:
+    """A filter that reads a string's text directly (`UNFOLLOWED_FILTERS`): given a string of the data, the shape
+    cannot be followed; given anything else, it is the filter."""
+
+    def filter_(value: Any, *args: Any, **kwargs: Any) -> Any:
+        # `'%s' | format(x)` writes the data into the template's own format, as `~` does
+        given = (value,) if name == "format" else (value, *args, *kwargs.values())
+        tainted = next((x for x in given if isinstance(x, Taint)), None)
+        if tainted is not None:
+            tainted.tracker.lost(f"the filter {name!r} on a string of the data")
+        return original(value, *args, **kwargs)
+
+    return filter_
+
+
+def shape_filters(filters: dict[str, Any], tests: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The environment's filters and tests for rendering shapes: `length` of a string of the data is a `Length`, a
+    string of the data is a sequence and iterable (as any string), filters reading text directly are guarded."""
+    length = filters["length"]
+
+    def shape_length(value: Any) -> Any:
+        return Length.of(value) if isinstance(value, Taint) else length(value)
+
+    def is_sequence(value: Any) -> bool:
+        return True if isinstance(value, Taint) else bool(tests["sequence"](value))
+
+    def is_iterable(value: Any) -> bool:
+        return True if isinstance(value, Taint) else bool(tests["iterable"](value))
+
+    guarded = {name: _followed_filter(name, filters[name]) for name in UNFOLLOWED_FILTERS if name in filters}
+    new_filters = {**filters, **guarded, "length": shape_length, "count": shape_length}
+    return new_filters, {**tests, "sequence": is_sequence, "iterable": is_iterable}
 
 
 # ---- tojson on a shape: each string becomes a marker that stands for its JSON escaping -------------------------

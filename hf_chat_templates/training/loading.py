@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import _compat
 from ..tokenizer.folder import added_tokens_kwargs
-from .followed import shape_concat, shape_join, shape_tojson
+from .followed import shape_concat, shape_filters, shape_join, shape_tojson
 
 __all__ = ["added_tokens_kwargs", "compile_template", "memoized_tojson"]
 
@@ -58,4 +58,5 @@ def compile_template(source: str, shapes: bool = False) -> Any:
         environment.code_generator_class = _compat.join_generator()
         environment.concat = shape_concat
         environment.join_strings = shape_join
+        environment.filters, environment.tests = shape_filters(environment.filters, dict(environment.tests))
     return environment.from_string(source)

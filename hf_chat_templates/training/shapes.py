@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -49,27 +50,6 @@ MAX_SHAPES = 2048
 CACHE_CHARS = 32 * 2**20  # skeleton (and rendering) characters kept, least recently used out first
 MAX_MARKERS = 1_000_000
 PLAIN_KEYS = frozenset({"role", "type"})
-# Filters that read a string's text directly (regular expressions, escaping, number parsing): what they do to a
-# marker is not what they do to the text it stands for
-UNFOLLOWED_FILTERS = frozenset(
-    {
-        "title",
-        "escape",
-        "e",
-        "forceescape",
-        "wordcount",
-        "wordwrap",
-        "urlize",
-        "urlencode",
-        "striptags",
-        "xmlattr",
-        "float",
-        "int",
-        "pprint",
-        "filesizeformat",
-        "format",
-    }
-)
 
 
 # ---- shapes -----------------------------------------------------------------------------------------------------
@@ -98,6 +78,8 @@ def _signature(value: Any, key: Any, leaves: list[str]) -> Any:
         return tuple(parts)
     if isinstance(value, list):
         return ("[", *(_signature(v, key, leaves) for v in value))
+    if isinstance(value, float):  # -0.0 == 0.0, nan != nan: a float's shape is how it is written
+        return ("float", repr(value))
     return (type(value).__name__, value)
 
 
@@ -248,6 +230,9 @@ class ShapeRenderer:
     ) -> None:
         self.render, self.render_tools = render, render_tools
         self.stops, self.controls = tuple(stop_tokens), tuple(control_tokens)
+        # Data spelling one of these is rendered directly: a span ends at the last closing token in its part
+        tokens = sorted({*self.stops, *self.controls} - {""}, key=len, reverse=True)
+        self.spelled = re.compile("|".join(map(re.escape, tokens)) or "(?!)")
         self.shapes: OrderedDict[Any, Shape] = OrderedDict()
         self.chars = 0
         self.ids: dict[Any, int] = {}  # marker numbers, shared by every shape's tracker
@@ -266,9 +251,11 @@ class ShapeRenderer:
             key = _signature_of(messages, tools, leaves)
         except (_NotAShape, TypeError, ValueError):
             return (*direct(), "direct")
+        if self.spelled.search("\0".join(leaves)):
+            return (*direct(), "direct")
         shape, how = self.shapes.get(key), "shape"
         if shape is None:
-            shape, how = self._build(messages, tools, key), "new"
+            shape, how = self._build(messages, tools, key, leaves), "new"
             self._keep(key, shape)
         else:
             self.shapes.move_to_end(key)
@@ -308,12 +295,12 @@ class ShapeRenderer:
             )
         return f"sampled record {self.proven}: its assistant spans differ from its shape's ({expected[1]} vs {got[1]})"
 
-    def _build(self, messages: list[dict[str, Any]], tools: Any, key: Any) -> Shape:
+    def _build(self, messages: list[dict[str, Any]], tools: Any, key: Any, values: Values) -> Shape:
         if len(self.ids) > MAX_MARKERS:  # numbers start over, and the renderings written with them go
             self.ids.clear()
             self.renders.clear()
             self.render_chars = 0
-        tracker = Tracker(self.ids)
+        tracker = Tracker(values, self.ids)
         tainted = _tainted(messages, None, tracker, [0])
         render_with = self.render_tools if tools is not None and self.render_tools is not None else self.render
         signatures, tools_key = key[0][1:], key[1]
@@ -363,20 +350,10 @@ class ShapeRenderer:
             self.chars -= dropped.size
 
 
-def static_reason(template: str, environment: Any, variables: dict[str, Any]) -> str:
+def static_reason(template: str, variables: dict[str, Any]) -> str:
     """Why this template is rendered directly for every record, read from its source, or ""."""
     if "@@" in template or "@@" in repr(variables):
         return "the template or its variables spell '@@', the shape markers"
-    from jinja2 import nodes
-
-    filters = environment.parse(template).find_all(nodes.Filter)
-    # `'%s' | format(x)` formats the data into the template's text, as `~` joins it; a string of the data as the
-    # format is another matter
-    used = sorted(
-        {f.name for f in filters if not (f.name == "format" and isinstance(f.node, nodes.Const))} & UNFOLLOWED_FILTERS
-    )
-    if used:
-        return f"the template uses the filter {used[0]!r}, which reads a string's text in a way shapes cannot follow"
     return ""
 
 
@@ -391,6 +368,5 @@ def shape_renderer(
         return _compat.fast_renderer(compiled, {**compiled.globals, **variables, "documents": None})
 
     sources = (plain, tool_use) if tool_use is not None else (plain,)
-    environment = _compat.compile_template(plain).environment
-    off = next(filter(None, (static_reason(t, environment, variables) for t in sources)), "")
+    off = next(filter(None, (static_reason(t, variables) for t in sources)), "")
     return ShapeRenderer(renderer(plain), renderer(tool_use) if tool_use is not None else None, stops, controls, off)

@@ -158,7 +158,7 @@ def test_every_published_and_bundled_template_is_filled_in_from_shapes(
     """Not a property that holds because everything is rendered directly: each template's plain conversations come
     from their shape (the shapes a template refuses to render are rendered directly, and raise there)."""
     by_shape, plain = renderers(source, variables)
-    off = static_reason(source, _environment(), variables)
+    off = static_reason(source, variables)
     renderer = ShapeRenderer(by_shape, None, stops, controls, off=off)
     assert not off
     hows = []
@@ -173,12 +173,8 @@ def test_every_published_and_bundled_template_is_filled_in_from_shapes(
 def shape_renderer(source: str, stops: tuple[str, ...] = ("<|im_end|>",)) -> tuple[ShapeRenderer, Any]:
     by_shape, plain = renderers(source, {})
     controls = ("<|im_start|>", "<|im_end|>")
-    renderer = ShapeRenderer(by_shape, None, stops, controls, off=static_reason(source, _environment(), {}))
+    renderer = ShapeRenderer(by_shape, None, stops, controls, off=static_reason(source, {}))
     return renderer, lambda m: direct(plain, m, None, stops, controls)
-
-
-def _environment() -> Any:
-    return _compat.compile_template("x").environment
 
 
 CHATML = (
@@ -209,9 +205,9 @@ def test_what_cannot_be_followed_is_rendered_directly_or_turns_shapes_off_with_t
     assert run(renderer, render, ["ab", "cd"]) == ["direct", "direct"]
     assert renderer.shapes and "iter" in next(iter(renderer.shapes.values())).untracked
 
-    renderer, render = shape_renderer(CHATML.replace("{{ TEXT }}", "{{ m.content | title }}"))
-    assert "'title'" in renderer.off
-    assert run(renderer, render, ["ab cd"]) == [""]
+    renderer, render = shape_renderer(CHATML.replace("{{ TEXT }}", "{{ m.content | title }}{{ m.role | title }}"))
+    assert run(renderer, render, ["ab cd", "ef"]) == ["direct", "direct"]
+    assert "the filter 'title' on a string of the data" in next(iter(renderer.shapes.values())).untracked
 
 
 def test_the_first_records_are_proven_and_a_difference_turns_shapes_off_naming_record_and_position() -> None:
@@ -250,7 +246,7 @@ def test_a_record_whose_shape_text_spells_a_marker_is_rendered_directly() -> Non
     ):
         text, spans, how = renderer.render_record(messages, None, functools.partial(render, messages))
         assert (how, (text, spans)) == ("direct", render(messages))
-    assert "@@" in static_reason("{{ '@@0@@' }}", _environment(), {})
+    assert "@@" in static_reason("{{ '@@0@@' }}", {})
 
 
 def test_spans_that_depend_on_the_text_are_found_again_on_each_records_text() -> None:
