@@ -265,3 +265,32 @@ def test_spans_that_depend_on_the_text_are_found_again_on_each_records_text() ->
         False,
         True,
     ]
+
+
+def test_lengths_compared_sequences_and_equal_strings_of_the_data_are_followed_not_fixed() -> None:
+    text = (
+        "{% if m.content | length > 3 %}long:{% endif %}{% if m.content is sequence and m.content is iterable %}"
+        "s:{% endif %}{% if m.content == m.name %}same:{% endif %}{{ m.content }}"
+    )
+    renderer, render = shape_renderer(CHATML.replace("{{ TEXT }}", text))
+    hows = []
+    for content, name in (("hello", "hello"), ("world!", "world!"), ("ab", "ab"), ("hello", "other"), ("xyz", "xyz")):
+        messages = [
+            {"role": "user", "content": "Hi", "name": "Hi"},
+            {"role": "assistant", "content": content, "name": name},
+        ]
+        got = renderer.render_record(messages, None, functools.partial(render, messages))
+        assert got[:2] == render(messages), content
+        hows.append(got[2])
+    # the first record's answers (long, same) hold for the second; "ab" is short, "hello"/"other" differ: direct
+    assert hows == ["new", "shape", "direct", "direct", "direct"]
+
+
+def test_negative_zero_and_an_answer_spelling_the_stop_token_are_not_filled_into_another_shape() -> None:
+    source = CHATML.replace("{{ TEXT }}", "{{ m.content }}{{ m.x | tojson if m.x is defined else '' }}")
+    renderer, render = shape_renderer(source, stops=("<|im_end|>", "<|stop|>"))
+    for content, x in (("a", 0.0), ("b", -0.0), ("c <|stop|> d", 1.5), ("e", 1.5)):
+        messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": content, "x": x}]
+        got = renderer.render_record(messages, None, functools.partial(render, messages))
+        assert got[:2] == render(messages), content
+        assert got[2] == ("direct" if "<|stop|>" in content else "new")
