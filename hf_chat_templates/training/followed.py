@@ -109,15 +109,24 @@ _UNFOLLOWED = _names("__iter__ __hash__ __mod__ index rindex encode format forma
 class Taint(str):
     """A string of the shape: its text is markers (and text around them); `fn` gives what it is for a record."""
 
-    key: Any
+    _key: Any
+    _parts: list[Any] | None
     fn: RealFn
     tracker: Tracker
 
     @staticmethod
-    def make(raw: str, tracker: Tracker, key: Any, fn: RealFn) -> Taint:
+    def make(raw: str, tracker: Tracker, key: Any, fn: RealFn, parts: list[Any] | None = None) -> Taint:
+        """`key` names the value in every render of its shape; a join may give its `parts` instead, named only
+        when something asks (a rendering's whole text is one, and nothing asks of it)."""
         taint = str.__new__(Taint, raw)
-        taint.key, taint.fn, taint.tracker = key, fn, tracker
+        taint._key, taint._parts, taint.fn, taint.tracker = key, parts, fn, tracker
         return taint
+
+    @property
+    def key(self) -> Any:
+        if self._key is None:
+            self._key = ("cat", tuple(map(_key, self._parts or ())))
+        return self._key
 
     def _derived(self, key: Any, fn: RealFn) -> Any:
         """A value computed from this string: a string gets a marker of its own; any other value is a question,
@@ -352,7 +361,7 @@ def shape_concat(parts: Any) -> str:
     def joined(values: Values) -> str:
         return "".join(str(_real(p, values)) for p in parts)
 
-    return Taint.make("".join(parts), tracker, ("cat", tuple(map(_key, parts))), joined)
+    return Taint.make("".join(parts), tracker, None, joined, parts)
 
 
 def shape_join(items: Any) -> str:
