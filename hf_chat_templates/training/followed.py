@@ -54,7 +54,8 @@ class Tracker:
         return taint
 
     def check(self, key: Any, fn: RealFn, observed: Any) -> Any:
-        self.checks.setdefault(key, (fn, observed))
+        if self.checks.setdefault(key, (fn, observed))[1] != observed:  # never, unless a rendering was reused amiss
+            self.lost("a question answered two ways")
         if self.log is not None:
             self.log.checks.setdefault(key, (fn, observed))
         return observed
@@ -64,11 +65,18 @@ class Tracker:
         if self.log is not None:
             self.log.untracked = self.log.untracked or what
 
+    def agrees(self, log: RenderLog) -> bool:
+        """Whether the strings of this shape's record answer another rendering's questions as it was answered."""
+        try:
+            return all(fn(self.values) == observed for fn, observed in log.checks.values())
+        except Exception:
+            return False
+
     def replay(self, log: RenderLog) -> None:
         """What another shape's rendering of the same messages used, taken as this shape's own."""
         self.fns.update(log.fns)
-        for key, check in log.checks.items():
-            self.checks.setdefault(key, check)
+        for key, (fn, observed) in log.checks.items():
+            self.check(key, fn, observed)
         self.untracked = self.untracked or log.untracked
 
 

@@ -309,7 +309,7 @@ class ShapeRenderer:
             """The prefix rendered, or taken from another shape's rendering of the same messages."""
             at = (signatures[: len(prefix)], add_generation_prompt, tools_key)
             kept = self.renders.get(at)
-            if kept is not None:
+            if kept is not None and tracker.agrees(kept[1]):  # rendered for a record that answers alike
                 self.renders.move_to_end(at)
                 tracker.replay(kept[1])
                 return kept[0]

@@ -294,3 +294,16 @@ def test_negative_zero_and_an_answer_spelling_the_stop_token_are_not_filled_into
         got = renderer.render_record(messages, None, functools.partial(render, messages))
         assert got[:2] == render(messages), content
         assert got[2] == ("direct" if "<|stop|>" in content else "new")
+
+
+def test_a_rendering_kept_for_one_shape_serves_another_only_where_its_record_answers_alike() -> None:
+    # GLM 4.6 writes an answer only when `content.strip()`: the [system, user, assistant] rendering kept for an answer
+    # "a" may not serve a longer conversation whose first answer is blank
+    _, source, stops, controls, variables = next(t for t in TEMPLATES if t[0] == "glm-4.6/default")
+    by_shape, plain = renderers(source, variables)
+    renderer = ShapeRenderer(by_shape, None, stops, controls)
+    renderer.proven = SAMPLE_RECORDS
+    for shape, texts in (("system", ["a"]), ("multi", ["a", "a", "  "]), ("multi", ["b", "c", "d"])):
+        messages = conversation(shape, texts)
+        rendered = functools.partial(direct, plain, messages, None, stops, controls)
+        assert renderer.render_record(messages, None, rendered)[:2] == rendered(), texts
