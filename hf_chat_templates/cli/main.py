@@ -5,10 +5,17 @@ failed and what to do; HF_CHAT_TEMPLATES_DEBUG=1 (or true, yes, on) adds the tra
 exit code included. A command is one render run: renders of one template share one budget. A library error names its
 arguments with `errors.option(name)`; here they are written as the options that set them (`max_length` →
 `--max-length`). A command that finds failures (verify) exits 1 itself; `push` raises VerificationFailed.
+
+Run as a program (the `hf-chat-templates` script, `python -m hf_chat_templates`), the process is set up for one
+short command (`process_settings`): the collector runs less often, and torch is hidden from every command but
+`prepare`, so that transformers does not import it. Called with an argument list (tests, scripts), nothing changes.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib.util
+import logging
 import os
 import sys
 import traceback
@@ -77,6 +84,52 @@ def debug_enabled() -> bool:
     return False
 
 
+# The commands whose process keeps torch visible: `prepare` hands its data to datasets and Ray, which may use it.
+TORCH_COMMANDS = frozenset({"prepare"})
+# Options that name a GGUF file: transformers builds a GGUF file's tokenizer with modules that import torch.
+GGUF_OPTIONS = frozenset({"--gguf", "--against"})
+# Container allocations between two young-generation collections (CPython's default is 700): a command allocates
+# millions of objects (transformers' import, a tokenizer.json of 17 MB parsed), and each collection of the older
+# generations walks everything the process holds.
+GC_YOUNG_THRESHOLD = 50_000
+# What transformers logs once, at import, when torch is hidden; the command line never uses torch.
+_NO_TORCH_NOTICE = "PyTorch was not found"
+
+
+class _NoTorchNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _NO_TORCH_NOTICE not in record.getMessage()
+
+
+def process_settings(args: list[str]) -> None:
+    """Settings for a process that runs one command (`args`, its command line): fewer collections, and no torch.
+
+    transformers imports torch whenever it is installed (a second or more; its USE_TORCH variable is gone in 5.x),
+    and only `prepare` and a GGUF file's tokenizer need it: elsewhere `sys.modules["torch"] = None` makes
+    `importlib.util.find_spec("torch")` None, so transformers takes torch as absent. Only in a fresh process: once
+    torch or transformers is imported, nothing is hidden."""
+    young, middle, old = gc.get_threshold()
+    if young:  # 0: automatic collection is off, and stays off
+        gc.set_threshold(max(GC_YOUNG_THRESHOLD, young), middle, old)
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command in TORCH_COMMANDS or "torch" in sys.modules or "transformers" in sys.modules or _names_gguf(args):
+        return
+    if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide (transformers says so, as ever)
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    logging.getLogger("transformers").addFilter(_NoTorchNotice())
+
+
+def _names_gguf(args: list[str]) -> bool:
+    """Whether the command line names a GGUF file (an option for one, or a file that is one); when in doubt, yes."""
+    from ..gguf.reading import is_gguf
+
+    try:
+        return any(a.split("=", 1)[0] in GGUF_OPTIONS or is_gguf(a) for a in args)
+    except Exception:  # an argument no path can be made of: the command reports it, with torch as it is
+        return True
+
+
 def exit_code(err: BaseException) -> int:
     return next(code for kind, code in EXIT_CODES if isinstance(err, kind))
 
@@ -100,7 +153,10 @@ def error_document(err: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and turn expected errors into a message and exit code 2."""
+    """Entry point: run the CLI and turn expected errors into a message and exit code 2. Without `argv` (a program's
+    own command line), the process is set up for one command first (`process_settings`)."""
+    if argv is None:
+        process_settings(sys.argv[1:])
     try:
         with render_run():
             cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)

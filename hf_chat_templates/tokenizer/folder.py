@@ -7,6 +7,7 @@ checks it, and only then renames it into place; an output that is replaced (only
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -63,6 +64,10 @@ def _parse_json(path: Path, data: bytes, *, want_object: bool = True) -> Any:
         raise TokenizerFolderError(
             f"{path}: not UTF-8 (byte {err.start})", hint="restore the file from its source", path=path
         ) from None
+    # A tokenizer.json holds hundreds of thousands of lists and dicts, and none of them can form a cycle: the
+    # collector, were it to run while they are made, would walk them over and over for nothing.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as err:
@@ -72,6 +77,9 @@ def _parse_json(path: Path, data: bytes, *, want_object: bool = True) -> Any:
             path=path,
             line=err.lineno,
         ) from None
+    finally:
+        if collecting:
+            gc.enable()
     if want_object and not isinstance(obj, dict):
         raise TokenizerFolderError(
             f"{path}: expected a JSON object at the top level, found {type(obj).__name__}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -47,3 +48,23 @@ def test_light_import_path() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "HEAVY []" in result.stdout
+
+
+def test_a_command_line_process_leaves_torch_out() -> None:
+    """The process of one command hides torch from transformers, and says nothing about it, but for `prepare` and
+    a GGUF file (transformers builds its tokenizer with modules that import torch)."""
+    code = (
+        "import gc, sys\n"
+        "from hf_chat_templates.cli.main import process_settings\n"
+        "process_settings(sys.argv[1:])\n"
+        "from transformers import AutoTokenizer\n"
+        "hidden = 'torch' in sys.modules and sys.modules['torch'] is None\n"
+        "print('HIDDEN', hidden, 'YOUNG', gc.get_threshold()[0] >= 50000)\n"
+    )
+    installed = importlib.util.find_spec("torch") is not None  # without torch there is nothing to hide
+    hidden = subprocess.run([sys.executable, "-c", code, "verify", "x"], capture_output=True, text=True, check=True)
+    assert f"HIDDEN {installed} YOUNG True" in hidden.stdout
+    assert installed is ("PyTorch" not in hidden.stderr)
+    for kept in (["prepare", "x"], ["verify", "model.gguf"], ["verify", "x", "--against=folder"]):
+        run = subprocess.run([sys.executable, "-c", code, *kept], capture_output=True, text=True, check=True)
+        assert "HIDDEN False YOUNG True" in run.stdout, kept
