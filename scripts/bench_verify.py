@@ -5,6 +5,14 @@ Prints, from one run: the time of a bare encode_batch of the pre-rendered string
 ratio to the bare encode_batch.
 
     python scripts/bench_verify.py --family llama3.2-pythonic --conversations 20000
+
+With --one-template it times instead `hf-chat-templates verify FOLDER` of one template on the family's installed
+folder, as a user runs it (a fresh process each time, best of --repeat), and prints where the time of one such
+process goes: imports, reading the folder, loading the tokenizer, each check, the rest. --template FILE verifies
+that template file on the folder instead of the folder's own.
+
+    python scripts/bench_verify.py --one-template --family llama3.2-pythonic
+    python scripts/bench_verify.py --one-template --template model_configs/llama3.2-pythonic/corrected.jinja
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,8 +93,82 @@ def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return min(times)
 
 
+def one_template(family_name: str, template: Path | None, repeat: int) -> None:
+    """The wall time of `hf-chat-templates verify` of one template, best of `repeat` fresh processes, and the
+    breakdown of one more."""
+    from hf_chat_templates import base_tokenizer, get_family, install
+
+    family = get_family(family_name)
+    extra = ["--template", str(template)] if template is not None else []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "tok"
+        install(family, base_tokenizer(family.base_tokenizer), folder)
+        command = [sys.executable, "-m", "hf_chat_templates", "verify", str(folder), *extra]
+        walls = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            walls.append(time.perf_counter() - start)
+        child = [sys.executable, __file__, "--breakdown-of", str(folder), *extra]
+        stages = subprocess.run(child, capture_output=True, text=True, check=True).stdout
+    what = f"template {template}" if template is not None else f"{family.name}'s installed template"
+    print(f"hf-chat-templates verify of {what} on {family.base_tokenizer}")
+    print(f"wall time, best of {repeat}: {min(walls):.2f} s  (runs: {', '.join(f'{w:.2f}' for w in walls)})")
+    print("where one run's time goes (wall):")
+    print(stages, end="")
+
+
+def breakdown(folder: str, template: str | None) -> None:
+    """One `verify` run in this process, set up as the command line sets up its own, timed stage by stage."""
+    import contextlib
+    import io
+
+    started = time.perf_counter()
+    from hf_chat_templates.cli.main import main, process_settings
+
+    process_settings(["verify"])  # as the command line sets up its process, before transformers is imported
+    stages: list[tuple[str, float]] = [("import hf_chat_templates and its CLI", time.perf_counter() - started)]
+
+    def timed(label: str, fn):  # type: ignore[no-untyped-def]
+        def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stages.append((label, time.perf_counter() - start))
+
+        return run
+
+    from hf_chat_templates.verification import runner
+
+    mark = time.perf_counter()
+    from transformers import AutoTokenizer
+
+    stages.append(("import transformers (AutoTokenizer)", time.perf_counter() - mark))
+    runner.read_folder = timed("read the folder (read_folder)", runner.read_folder)
+    AutoTokenizer.from_pretrained = timed("load the tokenizer (AutoTokenizer)", AutoTokenizer.from_pretrained)
+    runner.CHECKS = [(check_id, timed(f"check {check_id}", fn)) for check_id, fn in runner.CHECKS]
+    argv = ["verify", folder, *(["--template", template] if template else [])]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main(argv)
+    total = time.perf_counter() - started
+    for label, seconds in stages:
+        print(f"  {label:45s} {seconds:6.2f} s")
+    print(f"  {'the rest (context, report, ...)':45s} {total - sum(s for _, s in stages):6.2f} s")
+    print(f"  {'total, after the interpreter started':45s} {total:6.2f} s")
+
+
 def main() -> None:
-    args = common_arguments(__doc__, "verify").parse_args()
+    if sys.argv[1:2] == ["--breakdown-of"]:
+        breakdown(sys.argv[2], sys.argv[4] if sys.argv[3:4] == ["--template"] else None)
+        return
+    parser = common_arguments(__doc__, "verify")
+    parser.add_argument("--one-template", action="store_true", help="time `verify` of one template instead")
+    parser.add_argument("--template", type=Path, default=None, help="with --one-template: this template file")
+    args = parser.parse_args()
+    if args.one_template:
+        one_template(args.family, args.template, args.repeat)
+        return
 
     from transformers import AutoTokenizer
     from transformers.utils.chat_template_utils import render_jinja_template

@@ -69,6 +69,7 @@ class Renderer:
         self.budget = budget or budget_for(template, self.limits)
         self._cache: dict[Any, Rendered] = {}
         self._encoded: dict[str, list[int]] = {}
+        self._with_offsets: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
 
     def template_for(self, tools: list[dict[str, Any]] | None) -> str:
         """The template transformers renders a conversation with: `tool_use` when tools are given and there is
@@ -143,8 +144,12 @@ class Renderer:
         return list(self._encoded[text])
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+        """Token ids of `text` without special tokens, and each one's character span; each text is encoded once."""
+        if text not in self._with_offsets:
+            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            self._with_offsets[text] = (list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]])
+        ids, offsets = self._with_offsets[text]
+        return list(ids), list(offsets)
 
     def _tokenized(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **flags: Any) -> Any:
         """`apply_chat_template(tokenize=True, return_dict=True)` under the limits."""

@@ -112,6 +112,7 @@ class VerifyContext:
         self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
+        self._token_ids: dict[str, int | None] = {}
 
     # ---- renderings -----------------------------------------------------------------------------------------
     def render(self, probe: Probe, **override: Any) -> Rendered:
@@ -235,8 +236,11 @@ class VerifyContext:
         return "; ".join(self.tokens.notes) or "no stop token is known for this template"
 
     def token_id(self, token: str) -> int | None:
-        ids = self.tokenizer.encode(token, add_special_tokens=False)
-        return ids[0] if len(ids) == 1 else None
+        """The one id `token` encodes to, or None (encoded once per token: the mask checks ask for each span)."""
+        if token not in self._token_ids:
+            ids = self.tokenizer.encode(token, add_special_tokens=False)
+            self._token_ids[token] = ids[0] if len(ids) == 1 else None
+        return self._token_ids[token]
 
     def pieces(self, ids: list[int]) -> list[str]:
         return [visible(p) for p in self.tokenizer.convert_ids_to_tokens(ids)]

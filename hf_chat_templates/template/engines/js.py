@@ -14,7 +14,8 @@ The package is not bundled: `install_js_engine()` (or the npm command `unavailab
 `~/.cache/hf_chat_templates/js`. Nothing is installed at import time. Each `render_all` runs one `node` process
 (`js/render.cjs`) for all its jobs: the jobs as JSON on stdin, one JSON line per job on stdout. The process gets
 `RUN_FACTOR` times the per-render time limit as wall time and the per-render memory limit as V8 heap; a job it
-does not finish in time fails with that limit, and so does every job after it.
+does not finish in time fails with that limit, and so does every job after it. `start_all` starts that process and
+returns at once: node renders while the caller does other work, and the function it returns waits for the outcomes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,26 +136,37 @@ class TransformersJsEngine:
         return None
 
     def render_all(self, template: str, jobs: list[RenderJob], *, clock: _dt.datetime) -> list[Rendered]:
+        return self.start_all(template, jobs, clock=clock)()
+
+    def start_all(self, template: str, jobs: list[RenderJob], *, clock: _dt.datetime) -> Callable[[], list[Rendered]]:
+        """`render_all` begun: node starts now and renders while the caller works; the function returned waits for
+        it and gives what `render_all` gives."""
         if not jobs:
-            return []
+            return list
         reason = self.unavailable()
         if reason is not None:
-            return [Rendered(None, f"transformers.js cannot run: {reason}") for _ in jobs]
+            return lambda: [Rendered(None, f"transformers.js cannot run: {reason}") for _ in jobs]
         request = {
             "prefix": str(self.directory),
             "template": template,
             "clock": [clock.year, clock.month, clock.day, clock.hour, clock.minute, clock.second],
             "jobs": [_job_payload(job) for job in jobs],
         }
-        lines, failure = self._run(json.dumps(request, default=str))
-        outcomes = [self._outcome(lines[i] if i < len(lines) else None, failure) for i in range(len(jobs))]
-        clock_note = strftime_note(template)
-        return [_with_note(outcome, job, clock_note) for outcome, job in zip(outcomes, jobs)]
+        run = self._start(json.dumps(request, default=str))
 
-    def _run(self, payload: str) -> tuple[list[dict[str, Any]], str]:
-        """Run node once: the JSON lines it wrote, and what the jobs without a line failed with."""
-        seconds = self.limits.seconds * RUN_FACTOR + self.startup_seconds
-        heap_mb = max(self.limits.max_memory_bytes >> 20, 64)
+        def outcomes() -> list[Rendered]:
+            lines, failure = run()
+            found = [self._outcome(lines[i] if i < len(lines) else None, failure) for i in range(len(jobs))]
+            clock_note = strftime_note(template)
+            return [_with_note(outcome, job, clock_note) for outcome, job in zip(found, jobs)]
+
+        return outcomes
+
+    def _start(self, payload: str) -> Callable[[], tuple[list[dict[str, Any]], str]]:
+        """Start node once (here, so that it gets this thread's limits), fed and read by a thread of its own; the
+        function returned waits for the JSON lines node wrote and what the jobs without a line failed with."""
+        limits = self.limits
+        heap_mb = max(limits.max_memory_bytes >> 20, 64)
         env = {**os.environ, "LC_ALL": "en_US.UTF-8"}
         command = ["node", f"--max-old-space-size={heap_mb}", str(SCRIPT)]
         try:
@@ -160,26 +174,26 @@ class TransformersJsEngine:
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
             )
         except OSError as err:
-            return [], f"transformers.js cannot run: node could not be started ({err})"
-        with process:
+            failure = f"transformers.js cannot run: node could not be started ({err})"
+            return lambda: ([], failure)
+        done: list[tuple[list[dict[str, Any]], str] | BaseException] = []
+
+        def collect() -> None:
             try:
-                out, stderr = process.communicate(payload.encode("utf-8"), timeout=seconds)
-                failure = _crash_message(process.returncode, stderr, heap_mb)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                out, _ = process.communicate()
-                failure = (
-                    f"{RenderLimitExceeded.__name__}: the renders in transformers.js ran past the time limit of "
-                    f"{self.limits.seconds * RUN_FACTOR:g} s for one run "
-                    f"({RUN_FACTOR} × HF_CHAT_TEMPLATES_RENDER_SECONDS); this job was not rendered"
-                )
-        lines = []
-        for raw in out.decode("utf-8", "surrogatepass").splitlines():
-            try:
-                lines.append(json.loads(raw))
-            except ValueError:
-                break  # a line cut short by the kill
-        return lines, failure
+                done.append(_collect(process, payload, limits, heap_mb, self.startup_seconds))
+            except BaseException as err:  # raised where the caller waits, as render_all would raise it
+                done.append(err)
+
+        worker = threading.Thread(target=collect, name="transformers.js", daemon=True)
+        worker.start()
+
+        def wait() -> tuple[list[dict[str, Any]], str]:
+            worker.join()
+            if isinstance(done[0], BaseException):
+                raise done[0]
+            return done[0]
+
+        return wait
 
     def _outcome(self, line: dict[str, Any] | None, failure: str) -> Rendered:
         if line is None:
@@ -190,6 +204,33 @@ class TransformersJsEngine:
             return Rendered(check_output(str(line["text"]), self.limits))
         except RenderLimitExceeded as err:
             return Rendered(None, f"{RenderLimitExceeded.__name__}: {err}")
+
+
+def _collect(
+    process: subprocess.Popen[bytes], payload: str, limits: RenderLimits, heap_mb: int, startup_seconds: float
+) -> tuple[list[dict[str, Any]], str]:
+    """Feed node the jobs and wait for it: the JSON lines it wrote, and what the jobs without a line failed with."""
+    with process:
+        try:
+            out, stderr = process.communicate(
+                payload.encode("utf-8"), timeout=limits.seconds * RUN_FACTOR + startup_seconds
+            )
+            failure = _crash_message(process.returncode, stderr, heap_mb)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+            failure = (
+                f"{RenderLimitExceeded.__name__}: the renders in transformers.js ran past the time limit of "
+                f"{limits.seconds * RUN_FACTOR:g} s for one run "
+                f"({RUN_FACTOR} × HF_CHAT_TEMPLATES_RENDER_SECONDS); this job was not rendered"
+            )
+    lines = []
+    for raw in out.decode("utf-8", "surrogatepass").splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except ValueError:
+            break  # a line cut short by the kill
+    return lines, failure
 
 
 def _job_payload(job: RenderJob) -> dict[str, Any]:

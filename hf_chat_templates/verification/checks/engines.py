@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from ...conversations.probes import Probe
@@ -56,25 +57,65 @@ def label_of(engine: Engine) -> str:
     return str(getattr(engine, "label", engine.name))
 
 
-def render_in(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> dict[str, Rendered]:
-    """Each probe rendered by the engine, one `render_all` batch per template (a `tool_use` template takes the
-    probes with tools). A profile that raises fails its batch with that error, never the check."""
-    clock = getattr(engine, "fixed_clock", None) or CLOCKS[0]
+def _batches(ctx: VerifyContext, probes: list[Probe]) -> list[tuple[str, list[Probe], list[RenderJob]]]:
+    """The probes as the engines get them: one batch of jobs per template (a `tool_use` template takes the probes
+    with tools)."""
     variables = {**ctx.renderer.template_variables(), **ctx.kwargs}
     groups: dict[str, list[Probe]] = defaultdict(list)
     for probe in probes:
         groups[ctx.renderer.template_for(probe.tool_list())].append(probe)
+    return [
+        (
+            template,
+            group,
+            [RenderJob(p.message_list(), p.tool_list(), p.add_generation_prompt, variables) for p in group],
+        )
+        for template, group in groups.items()
+    ]
+
+
+def _failed(engine: Engine, err: Exception, count: int) -> list[Rendered]:
+    return [Rendered(None, f"the {engine.name} profile itself raised {type(err).__name__}: {err}")] * count
+
+
+def render_in(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> dict[str, Rendered]:
+    """Each probe rendered by the engine, one `render_all` batch per template (a `tool_use` template takes the
+    probes with tools). A profile that raises fails its batch with that error, never the check."""
+    clock = getattr(engine, "fixed_clock", None) or CLOCKS[0]
     outs: dict[str, Rendered] = {}
-    for template, group in groups.items():
-        jobs = [RenderJob(p.message_list(), p.tool_list(), p.add_generation_prompt, variables) for p in group]
+    for template, group, jobs in _batches(ctx, probes):
         try:
             rendered = engine.render_all(template, jobs, clock=clock)
         except Exception as err:
-            rendered = [Rendered(None, f"the {engine.name} profile itself raised {type(err).__name__}: {err}")] * len(
-                jobs
-            )
+            rendered = _failed(engine, err, len(jobs))
         outs.update(zip((p.id for p in group), rendered))
     return outs
+
+
+def start_in(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> Callable[[], dict[str, Rendered]]:
+    """`render_in` begun, for a profile that renders in a process of its own (`start_all`: transformers.js in
+    node): its batches start now and render while the caller works; the function returned waits for them."""
+    clock = getattr(engine, "fixed_clock", None) or CLOCKS[0]
+    begun: list[tuple[list[Probe], Callable[[], list[Rendered]] | Exception]] = []
+    for template, group, jobs in _batches(ctx, probes):
+        try:
+            begun.append((group, engine.start_all(template, jobs, clock=clock)))  # type: ignore[attr-defined]
+        except Exception as err:  # reported when the outcomes are asked for, as a `render_all` that raised
+            begun.append((group, err))
+
+    def outcomes() -> dict[str, Rendered]:
+        outs: dict[str, Rendered] = {}
+        for group, batch in begun:
+            try:
+                if isinstance(batch, Exception):
+                    raise batch
+                rendered = batch()
+            except Exception as err:
+                rendered = _failed(engine, err, len(group))
+            outs.update(zip((p.id for p in group), rendered))
+        return outs
+
+    return outcomes
 
 
 def reference(ctx: VerifyContext, engine: Engine, probe: Probe) -> Rendered:
@@ -253,9 +294,12 @@ def _joins_text_parts(ctx: VerifyContext, engine: Engine, probe: Probe, theirs: 
     return rendered.ok and rendered.text == theirs
 
 
-def compare(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> tuple[list[Finding], dict[str, Any]]:
-    """The findings of one engine, and its status: loads, renders, identical, differs, fails."""
-    outs = render_in(ctx, engine, probes)
+def compare(
+    ctx: VerifyContext, engine: Engine, probes: list[Probe], begun: Callable[[], dict[str, Rendered]] | None = None
+) -> tuple[list[Finding], dict[str, Any]]:
+    """The findings of one engine, and its status: loads, renders, identical, differs, fails. `begun`: its
+    renderings, started earlier by `start_in`."""
+    outs = begun() if begun is not None else render_in(ctx, engine, probes)
     failed: dict[str, list[str]] = defaultdict(list)
     differs, identical, findings = [], 0, []
     for probe in probes:
@@ -298,12 +342,14 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
     )
     findings: list[Finding] = []
     engines: dict[str, Any] = {}
-    for engine in engine_profiles(ctx.engines):
-        why = engine.unavailable()
+    profiles = [(engine, engine.unavailable()) for engine in engine_profiles(ctx.engines)]
+    # A profile that renders in another process (node) starts first, and renders while the others are compared.
+    begun = {e.name: start_in(ctx, e, probes) for e, why in profiles if not why and hasattr(e, "start_all")}
+    for engine, why in profiles:
         if why:
             engines[engine.name] = {"status": "skipped", "version": engine.version, "reason": why}
             continue
-        found, engines[engine.name] = compare(ctx, engine, probes)
+        found, engines[engine.name] = compare(ctx, engine, probes, begun.get(engine.name))
         findings += found
     ran = [name for name, s in engines.items() if s["status"] != "skipped"]
     skipped = "; ".join(f"{name} skipped: {s['reason']}" for name, s in engines.items() if s["status"] == "skipped")
