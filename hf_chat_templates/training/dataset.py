@@ -29,6 +29,7 @@ from ..families.source import choose_template
 from ..outputs import check_output, staged_folder
 from ..template.rendering import named_template
 from ..template.training_variant import TRAINING_TEMPLATE_NAME
+from .bpe_engine import describe_encoder
 from .features import FEATURE_TYPES, IGNORE_INDEX, BatchStats, Problems, TrainingFeatures, render_record
 from .packing import PACKED_TYPES, PackStats, pack
 from .segments import SegmentStats
@@ -75,6 +76,7 @@ class PrepareReport:
     packing: PackStats = field(default_factory=PackStats)
     segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
     segments_off: str = ""  # why the renderings were encoded whole instead of by segments
+    encoder_off: str = ""  # why the tokenizer's own encoder ran instead of tiktoken
     shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
     shapes_off: str = ""  # why every record was rendered directly
 
@@ -119,6 +121,7 @@ class PrepareReport:
             "stop_tokens": list(self.stop_tokens),
             "token_notes": list(self.token_notes),
             "segment_cache": self.segments.to_dict(self.segments_off),
+            "encoder": {"tiktoken": not self.encoder_off, "off_reason": self.encoder_off or None},
             "shapes": self.shapes.to_dict(self.shapes_off),
         }
 
@@ -156,6 +159,7 @@ class PrepareReport:
             *self._training_lines(),
             f"  rendering by shape: {self.shapes.describe(self.shapes_off)}",
             f"  segment cache: {self.segments.describe(self.segments_off)}",
+            f"  encoder: {describe_encoder(self.encoder_off)}",
             *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
         ]
         counts = self.tally.skipped
@@ -315,6 +319,7 @@ def _stream(
             report.control_spellings += stats.control_spellings
             report.segments += stats.segments
             report.segments_off = report.segments_off or stats.segments_off
+            report.encoder_off = report.encoder_off or stats.encoder_off
             report.shapes += stats.shapes
             report.shapes_off = report.shapes_off or stats.shapes_off
             for kind, where, why in problems:
@@ -445,6 +450,7 @@ def prepare(
         stop_tokens=state.stops,
         token_notes=state.token_notes,
         segments_off=state.segments.off if state.segments is not None else "",
+        encoder_off=state.segments.engine_off if state.segments is not None else "",
         unit=data.unit,
         reasoning_field=normalizer.reasoning_field,
         max_skipped=limit.text,

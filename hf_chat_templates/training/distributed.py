@@ -205,6 +205,7 @@ def merge_shard(report: PrepareReport, part: PrepareReport, offset: int, label: 
     for name in _STATS:  # dataclasses that add up with `+`
         setattr(report, name, getattr(report, name) + getattr(part, name))
     report.segments_off = report.segments_off or part.segments_off
+    report.encoder_off = report.encoder_off or part.encoder_off
     report.shapes_off = report.shapes_off or part.shapes_off
     for name in _LISTS:
         listed = getattr(report, name)
@@ -265,6 +266,7 @@ def _new_report(
         stop_tokens=state.stops,
         token_notes=state.token_notes,
         segments_off=state.segments.off if state.segments is not None else "",
+        encoder_off=state.segments.engine_off if state.segments is not None else "",
         unit=unit,
         reasoning_field=normalizer.reasoning_field,
         max_skipped=limit,

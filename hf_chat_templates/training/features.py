@@ -79,6 +79,7 @@ class BatchStats:
     control_spellings: int = 0  # records whose data spells a control token
     segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
     segments_off: str = ""  # why whole-string encoding was used instead of segments
+    encoder_off: str = ""  # why the tokenizer's own encoder ran instead of tiktoken
     shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
     shapes_off: str = ""  # why every record was rendered directly
 
@@ -248,8 +249,12 @@ def _span_tokens(offsets: list[tuple[int, int]], span: Span) -> tuple[int, int]:
 def _cuts(enc: Any, spans: tuple[Span, ...], size: int) -> list[tuple[int, int]]:
     """The token ranges [first, end) of the spans, within the first `size` tokens (empty where cut off)."""
     cuts = []
-    for span in spans:
-        first, last = enc.char_to_token(span.start), enc.char_to_token(span.end - 1)
+    ends = enc.tokens_at([c for s in spans for c in (s.start, s.end - 1)]) if hasattr(enc, "tokens_at") else None
+    for k, span in enumerate(spans):
+        if ends is not None:
+            first, last = ends[2 * k], ends[2 * k + 1]
+        else:
+            first, last = enc.char_to_token(span.start), enc.char_to_token(span.end - 1)
         if first is None or last is None:
             first, last = _span_tokens(enc.offsets, span)
         cuts.append((first, min(last + 1, size)) if first < size else (0, 0))
@@ -265,7 +270,7 @@ def _encodings(
     texts = [r.text for r in plain]
     if state.segments is not None:
         encodings, stats.segments = state.segments.encode_batch(texts)
-        stats.segments_off = state.segments.off
+        stats.segments_off, stats.encoder_off = state.segments.off, state.segments.engine_off
     else:
         encodings = state.backend.encode_batch(texts, add_special_tokens=False)
     encoded = dict(zip((r.at for r in plain), encodings))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import functools
+import os
 import re
 import sys
 from collections import Counter, OrderedDict
@@ -28,6 +29,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import _compat
+from . import bpe_engine
 
 SAMPLE_RECORDS = 16
 CACHE_BYTES = 64 * 2**20
@@ -210,10 +212,22 @@ class SegmentEncoder:
     what the tokenizer's components say (`static_reason`): "" leaves the decision to the sample alone."""
 
     def __init__(
-        self, backend: Any, *, max_bytes: int = CACHE_BYTES, sample: int = SAMPLE_RECORDS, reason: str | None = None
+        self,
+        backend: Any,
+        *,
+        max_bytes: int = CACHE_BYTES,
+        sample: int = SAMPLE_RECORDS,
+        reason: str | None = None,
+        fast: bool | None = None,
     ) -> None:
         self.backend = backend
         self.off = static_reason(backend) if reason is None else reason
+        # tiktoken where it gives the tokenizer's ids (`bpe_engine`); `engine_off` says why not
+        if fast is None:
+            fast = os.environ.get(bpe_engine.SWITCH, "1") != "0"
+        self.engine, self.engine_off = (
+            bpe_engine.load(backend) if fast else (None, f"turned off ({bpe_engine.SWITCH}=0)")
+        )
         self.splitter = None if self.off else Splitter(backend)
         self._atomic = _atomic_ids(self.splitter)
         self.cache = SegmentCache(max_bytes)
@@ -223,19 +237,38 @@ class SegmentEncoder:
 
     def encode_batch(self, texts: list[str]) -> tuple[list[Any], SegmentStats]:
         """The encodings of `texts` (without special tokens added) and the cache's stats for them."""
-        if self.off or not texts:
-            return self.backend.encode_batch(texts, add_special_tokens=False), SegmentStats()
-        encodings, stats = self._by_segments(texts)
+        if not texts:
+            return [], SegmentStats()
+        encodings, stats = (self._whole(texts), SegmentStats()) if self.off else self._by_segments(texts)
         if self.to_prove > 0:
             sample = texts[: self.to_prove]
-            whole = self.backend.encode_batch(sample, add_special_tokens=False)
-            self.off = _sample_difference(self.backend, whole, encodings)
+            difference = _sample_difference(self.backend, self._whole(sample, own=True), encodings)
+            if difference and self.engine is not None:
+                # tiktoken is the first suspect: the batch again with the tokenizer's own encoder, proven anew
+                self.engine, self.engine_off = None, f"{difference} (tiktoken)"
+                self.cache, self._seen = SegmentCache(self.cache.max_bytes), set()
+                return self.encode_batch(texts)
             self.to_prove -= len(sample)
-            if self.off:
-                self.to_prove = 0
-                return self.backend.encode_batch(texts, add_special_tokens=False), SegmentStats()
-        self._judge(stats)
+            if difference:
+                self.off, self.to_prove = difference, 0
+                return self._whole(texts), SegmentStats()
+        if not self.off:
+            self._judge(stats)
         return encodings, stats
+
+    def _whole(self, texts: list[str], own: bool = False) -> list[Any]:
+        """Whole strings encoded by tiktoken when it stands for the tokenizer (unless `own`), else the tokenizer."""
+        if self.engine is not None and not own:
+            return self.engine.encode_batch(texts, specials=True)
+        return self.backend.encode_batch(texts, add_special_tokens=False)
+
+    def _pieces(self, pieces: list[str]) -> list[tuple[Any, Any]]:
+        """(encoding, int32 ids) of pieces holding no control token."""
+        import numpy as np
+
+        if self.engine is not None:
+            return [(e, e.ids) for e in self.engine.encode_batch(pieces, specials=False)]
+        return [(e, np.array(e.ids, np.int32)) for e in self.backend.encode_batch(pieces, add_special_tokens=False)]
 
     def _judge(self, stats: SegmentStats) -> None:
         """Segments cost more than whole strings unless many tokens come from the cache: once JUDGE_TOKENS tokens
@@ -261,8 +294,7 @@ class SegmentEncoder:
         known = {piece: self.cache.get(piece) for piece in counts}
         missing = [piece for piece, entry in known.items() if entry is None]
         stats = SegmentStats(lookups=sum(counts.values()), hits=sum(counts.values()) - len(missing))
-        for piece, encoding in zip(missing, self.backend.encode_batch(missing, add_special_tokens=False)):
-            ids = np.array(encoding.ids, np.int32)
+        for piece, (encoding, ids) in zip(missing, self._pieces(missing)):
             known[piece] = (encoding, ids, 0)
             stats.cached_tokens -= len(ids)
             key = hash(piece)

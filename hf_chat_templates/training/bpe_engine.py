@@ -1,0 +1,274 @@
+"""tiktoken as the encoder of a byte-level BPE tokenizer whose merges are its vocabulary's ranks (Llama 3's, GPT-2's
+and others converted from tiktoken), where it gives exactly the tokenizer's ids: about twice as fast as `tokenizers`.
+
+tiktoken merges, among the adjacent pairs of a pre-tokenized piece, the one whose concatenation has the lowest rank;
+`tokenizers`' BPE merges the pair listed first in `merges`. The two agree when the ranks are the ids and the merges
+are every split of every token into two tokens, listed in the order of the merged token's id (what tiktoken's own
+converter writes), and both take a piece that is a whole token as it is (`ignore_merges`). That is proven on the
+tokenizer's vocabulary and merges (about a second for 128k tokens, so the verdict is kept in the cache folder, keyed
+by the model's hash), along with what else must hold: no normalizer, a Split regex then ByteLevel (or ByteLevel's
+own regex), no offset trimming, added tokens that split the text as tiktoken's special tokens do. The regex runs in
+another engine (fancy-regex, not Oniguruma), so `prepare` still compares the first records both ways before it uses
+it (`segments.SegmentEncoder`), and says which encoder ran in its report.
+
+What the features read of an encoding (`char_to_token`, `offsets`) comes from the tokens' byte lengths: a token
+covers the characters its bytes belong to, as `tokenizers` reports a byte-level token's offsets.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import itertools
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .. import _compat
+
+_PROOF_VERSION = 1
+SWITCH = "HF_CHAT_TEMPLATES_TIKTOKEN"  # 0: the tokenizer's own encoder always
+# GPT-2's pre-tokenizer regex: what ByteLevel(use_regex=True) splits with
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def byte_decoder() -> dict[str, int]:
+    """ByteLevel's alphabet: the printable character standing for each byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    codes, extra = list(printable), 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, codes)}
+
+
+def _pattern(pre_tokenizer: dict[str, Any]) -> tuple[str | None, str]:
+    """The split regex tiktoken would run, or None and why the pre-tokenizer is not one it can."""
+    parts = pre_tokenizer.get("pretokenizers") if pre_tokenizer.get("type") == "Sequence" else [pre_tokenizer]
+    parts = parts or []
+    last = parts[-1] if parts else {}
+    if last.get("type") != "ByteLevel" or last.get("add_prefix_space"):
+        return None, "the pre-tokenizer does not end in ByteLevel without a prefix space"
+    if len(parts) == 1 and last.get("use_regex", True):
+        return GPT2_PATTERN, ""
+    split = parts[0]
+    if (
+        len(parts) != 2
+        or last.get("use_regex", True)
+        or split.get("type") != "Split"
+        or split.get("behavior") != "Isolated"
+        or split.get("invert")
+        or "Regex" not in split.get("pattern", {})
+    ):
+        return None, "the pre-tokenizer is not one Split regex then ByteLevel"
+    return split["pattern"]["Regex"], ""
+
+
+def static_reason(backend: Any) -> str:
+    """Why tiktoken cannot stand for this tokenizer, read from its components (the merges are proven apart), or ""."""
+    if getattr(backend, "encode_special_tokens", False):
+        return "the tokenizer encodes special tokens as text"
+    if backend.normalizer is not None:
+        return "the tokenizer has a normalizer"
+    _, why = _pattern(_compat.component_state(backend.pre_tokenizer))
+    if why:
+        return why
+    processor = json.dumps(_compat.component_state(backend.post_processor))
+    if '"trim_offsets": true' in processor.replace('":true', '": true'):
+        return "the post-processor trims offsets"
+    added = list(backend.get_added_tokens_decoder().values())
+    if any(t.normalized or t.lstrip or t.rstrip or t.single_word for t in added):
+        return "an added token is normalized, stripped or single-word"
+    contents = sorted(t.content for t in added)
+    if any(b.startswith(a) for a, b in itertools.pairwise(contents)):
+        return "an added token begins another"
+    return ""
+
+
+def merges_reason(model: dict[str, Any]) -> str:
+    """Why BPE with these merges differs from rank-ordered merging of the vocabulary, or "" when it cannot."""
+    if model.get("type") != "BPE":
+        return f"the model is {model.get('type')}, not BPE"
+    if model.get("dropout") or model.get("byte_fallback") or not model.get("ignore_merges"):
+        return "the BPE model has dropout, byte fallback, or merges applied to whole tokens (ignore_merges off)"
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return "the BPE model writes subword prefixes or suffixes"
+    vocab: dict[str, int] = model["vocab"]
+    if any(c not in vocab for c in byte_decoder()):
+        return "a byte has no token of its own"
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    last = -1
+    for a, b in merges:
+        merged = vocab.get(a + b)
+        if merged is None or a not in vocab or b not in vocab or merged < last:
+            return f"merge {a!r} {b!r} is not in the order of the merged token's id"
+        last = merged
+    listed = set(merges)
+    splits = 0
+    for token in vocab:
+        for k in range(1, len(token)):
+            if token[:k] in vocab and token[k:] in vocab:
+                splits += 1
+                if (token[:k], token[k:]) not in listed:
+                    return f"{token!r} splits into {token[:k]!r} {token[k:]!r}, which the merges do not list"
+    return "" if splits == len(listed) else "the merges list a pair twice"
+
+
+def _proof(state: bytes) -> str:
+    """`merges_reason` for a serialized model, from the cache folder when proven before."""
+    from ..tokenizer.base import cache_root
+
+    key = hashlib.sha256(state).hexdigest()
+    path = cache_root() / "bpe-proofs" / f"{key}-{_PROOF_VERSION}.json"
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    collecting = gc.isenabled()
+    gc.disable()  # hundreds of thousands of lists, none in a cycle: the collector would walk them for nothing
+    try:
+        reason = merges_reason(json.loads(state))
+    finally:
+        if collecting:
+            gc.enable()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"reason": reason}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache: the proof is made again next time
+    return reason
+
+
+class ByteEncoding:
+    """ids (an int32 array) of `text`, with `char_to_token` and `offsets` from the tokens' byte lengths: a token
+    covers each character one of its bytes belongs to; a character's token is the one holding its first byte."""
+
+    __slots__ = ("_chars", "_ends", "_lengths", "ids", "text")
+
+    def __init__(self, text: str, ids: Any, lengths: Any) -> None:
+        self.text, self.ids, self._lengths = text, ids, lengths
+        self._ends: Any = None
+        self._chars: Any = None  # the first byte of each character, for text that is not ASCII
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _byte_ends(self) -> Any:
+        import numpy as np
+
+        if self._ends is None:
+            self._ends = np.cumsum(self._lengths[self.ids])
+        return self._ends
+
+    def _char_starts(self) -> Any:
+        import numpy as np
+
+        if self._chars is None:
+            data = np.frombuffer(self.text.encode("utf-8"), np.uint8)
+            self._chars = np.flatnonzero((data & 0xC0) != 0x80)
+        return self._chars
+
+    def char_to_token(self, char: int) -> int | None:
+        import numpy as np
+
+        if not 0 <= char < len(self.text):
+            return None
+        at = char if self.text.isascii() else int(self._char_starts()[char])
+        return int(np.searchsorted(self._byte_ends(), at, side="right"))
+
+    def tokens_at(self, chars: list[int]) -> list[int | None]:
+        """`char_to_token` of each character, in one search."""
+        import numpy as np
+
+        inside = [0 <= c < len(self.text) for c in chars]
+        at = np.array([c if ok else 0 for c, ok in zip(chars, inside)], np.int64)
+        if not self.text.isascii():
+            at = self._char_starts()[at]
+        found = np.searchsorted(self._byte_ends(), at, side="right").tolist()
+        return [t if ok else None for t, ok in zip(found, inside)]
+
+    @property
+    def offsets(self) -> list[tuple[int, int]]:
+        import numpy as np
+
+        ends = self._byte_ends()
+        starts = ends - self._lengths[self.ids]
+        if self.text.isascii():
+            return list(zip(starts.tolist(), ends.tolist()))
+        char_of_byte = np.zeros(int(ends[-1]) if len(ends) else 0, np.int64)
+        char_of_byte[self._char_starts()] = 1
+        char_of_byte = np.cumsum(char_of_byte) - 1
+        return list(zip(char_of_byte[starts].tolist(), (char_of_byte[ends - 1] + 1).tolist()))
+
+
+class BpeEngine:
+    """A tiktoken `Encoding` with the tokenizer's ranks, and the byte length of every id."""
+
+    def __init__(self, backend: Any, pattern: str) -> None:
+        import numpy as np
+        import tiktoken
+
+        alphabet = byte_decoder()
+        vocab = backend.get_vocab(with_added_tokens=False)
+        ranks = {bytes(map(alphabet.__getitem__, token)): i for token, i in vocab.items()}
+        added = {t.content: i for i, t in backend.get_added_tokens_decoder().items()}
+        self.encoding = tiktoken.Encoding("tokenizer", pat_str=pattern, mergeable_ranks=ranks, special_tokens=added)
+        lengths = np.zeros(max([*vocab.values(), *added.values()]) + 1, np.int64)
+        for piece, i in ranks.items():
+            lengths[i] = len(piece)
+        for content, i in added.items():
+            lengths[i] = len(content.encode("utf-8"))
+        self.lengths = lengths
+        self.threads = os.cpu_count() or 1
+        self._pool: ThreadPoolExecutor | None = None
+
+    def encode_batch(self, texts: list[str], *, specials: bool) -> list[ByteEncoding]:
+        """Each text encoded: added tokens split out as the tokenizer does when `specials`, else all text. The
+        texts are cut into one run per thread; tiktoken releases the GIL while it encodes."""
+        import numpy as np
+
+        allowed: Any = "all" if specials else set()
+
+        def run(part: list[str]) -> list[ByteEncoding]:
+            encode = self.encoding.encode_to_numpy
+            return [
+                ByteEncoding(t, encode(t, allowed_special=allowed, disallowed_special=()).view(np.int32), self.lengths)
+                for t in part
+            ]
+
+        step = -(-len(texts) // self.threads)
+        if self.threads == 1 or len(texts) < 2 * self.threads:
+            return run(texts)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tiktoken")
+        return [
+            e for part in self._pool.map(run, [texts[k : k + step] for k in range(0, len(texts), step)]) for e in part
+        ]
+
+
+def load(backend: Any) -> tuple[BpeEngine | None, str]:
+    """tiktoken standing for `backend`, or None and why not (said in `prepare`'s report)."""
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError:
+        return None, "tiktoken is not installed (pip install tiktoken: about twice as fast on byte-level BPE)"
+    reason = static_reason(backend)
+    if not reason:
+        reason = _proof(backend.model.__getstate__())
+    if reason:
+        return None, reason
+    pattern, _ = _pattern(_compat.component_state(backend.pre_tokenizer))
+    assert pattern is not None
+    return BpeEngine(backend, pattern), ""
+
+
+def describe_encoder(off: str) -> str:
+    """The report's line: tiktoken, or the tokenizer's own encoder and why."""
+    if not off:
+        return "tiktoken (proven to give the tokenizer's ids: byte-level BPE whose merges follow its ranks)"
+    return f"the tokenizer's own (not tiktoken: {off})"

@@ -1,0 +1,118 @@
+"""tiktoken standing for a real tokenizer: proven on Llama 3's and o200k's merges and equal to `tokenizers` on ids,
+offsets and `char_to_token` (a property); a merge list out of rank order or missing a split, a normalizer, a
+SentencePiece model each turn it off with the reason; a difference only the data shows is caught by the sample and
+the run goes on with the tokenizer's own encoder; `prepare` says which encoder ran and writes the same rows."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hf_chat_templates import prepare
+from hf_chat_templates.training import bpe_engine
+from hf_chat_templates.training.segments import SegmentEncoder, first_difference
+
+from ..helpers import write_jsonl
+from .test_segments import WORDS, backend_of, controls
+
+EXAMPLES = int(os.environ.get("HF_CHAT_TEMPLATES_HYPOTHESIS_EXAMPLES", "40"))
+
+
+@pytest.mark.parametrize("base", ["llama3_base", "o200k_base"])
+def test_tiktoken_gives_the_tokenizers_ids_offsets_and_characters(base: str, request: pytest.FixtureRequest) -> None:
+    backend = backend_of(request.getfixturevalue(base))
+    engine, why = bpe_engine.load(backend)
+    assert engine is not None, why
+    tokens = controls(backend)
+    text = st.lists(st.one_of(st.sampled_from([*WORDS, *tokens]), st.text(max_size=6)), max_size=12).map("".join)
+
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(text, min_size=1, max_size=5))
+    def equal(texts: list[str]) -> None:
+        for t, fast in zip(texts, engine.encode_batch(texts, specials=True)):
+            whole = backend.encode(t, add_special_tokens=False)
+            assert first_difference(whole, fast) is None, t
+            chars = list(range(-1, len(t) + 1))
+            assert fast.tokens_at(chars) == [whole.char_to_token(c) if 0 <= c < len(t) else None for c in chars], t
+
+    equal()
+
+
+def model_of(folder: Path) -> dict:
+    return json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]
+
+
+def test_merges_out_of_rank_order_or_missing_a_split_are_named(llama3_base: Path) -> None:
+    model = model_of(llama3_base)
+    assert bpe_engine.merges_reason(model) == ""
+    merges = model["merges"]
+    swapped = {**model, "merges": [merges[1], merges[0], *merges[2:]]}
+    assert bpe_engine.merges_reason(swapped).startswith("merge ") and "merged token's id" in bpe_engine.merges_reason(
+        swapped
+    )
+    dropped = {**model, "merges": merges[:100] + merges[101:]}
+    a, b = merges[100] if isinstance(merges[100], list) else merges[100].split(" ")
+    assert f"splits into {a!r} {b!r}, which the merges do not list" in bpe_engine.merges_reason(dropped)
+    assert "ignore_merges" in bpe_engine.merges_reason({**model, "ignore_merges": False})
+
+
+def test_a_normalizer_or_sentencepiece_keeps_the_tokenizers_own_encoder(llama3_base: Path, sp_base: Path) -> None:
+    from tokenizers import normalizers
+
+    engine, why = bpe_engine.load(backend_of(sp_base))
+    assert engine is None and why, why
+    backend = backend_of(llama3_base)
+    backend.normalizer = normalizers.NFC()
+    assert bpe_engine.load(backend) == (None, "the tokenizer has a normalizer")
+    encoder = SegmentEncoder(backend)
+    assert encoder.engine is None and encoder.engine_off == "the tokenizer has a normalizer"
+
+
+def test_the_sample_catches_what_the_proof_cannot_and_the_run_goes_on_with_the_tokenizer(llama3_base: Path) -> None:
+    import tiktoken
+
+    backend = backend_of(llama3_base)
+    encoder = SegmentEncoder(backend, reason="few repeats")  # whole strings, through the engine
+    assert encoder.engine is not None
+    engine = encoder.engine
+    # another regex: what a regex engine that reads the pattern differently would do
+    engine.encoding = tiktoken.Encoding(
+        "other",
+        pat_str=r"\S+|\s+",
+        mergeable_ranks=engine.encoding._mergeable_ranks,
+        special_tokens=engine.encoding._special_tokens,
+    )
+    texts = ["Hello world, how are you?", "fine"]
+    encodings, _ = encoder.encode_batch(texts)
+    assert encoder.engine is None
+    assert encoder.engine_off.startswith("encoding the text between control tokens alone differs") or (
+        "sampled record 1, token" in encoder.engine_off
+    ), encoder.engine_off
+    assert encoder.engine_off.endswith("(tiktoken)")
+    assert [list(e.ids) for e in encodings] == [backend.encode(t, add_special_tokens=False).ids for t in texts]
+
+
+def test_prepare_says_tiktoken_ran_and_writes_what_the_tokenizers_own_encoder_writes(
+    installed_variants: dict[tuple[str, str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datasets import load_from_disk
+
+    folder = installed_variants[("llama3.2-pythonic", "corrected")]
+    records = [
+        {"messages": [{"role": "user", "content": f"Привет 🦙 number {k}\n\n"}, {"role": "assistant", "content": w}]}
+        for k, w in enumerate(["Hi there", " leading space", "ẞ中文", "trailing\n", "🦙🦙", "x"])
+    ]
+    data = write_jsonl(tmp_path / "chats.jsonl", [json.dumps(r, ensure_ascii=False) for r in records])
+    fast = prepare(folder, data, tmp_path / "fast")
+    assert "encoder: tiktoken (proven to give the tokenizer's ids" in fast.describe(), fast.describe()
+    assert fast.to_dict()["encoder"] == {"tiktoken": True, "off_reason": None}
+    monkeypatch.setenv(bpe_engine.SWITCH, "0")
+    own = prepare(folder, data, tmp_path / "own")
+    assert f"encoder: the tokenizer's own (not tiktoken: turned off ({bpe_engine.SWITCH}=0))" in own.describe()
+    assert own.to_dict()["encoder"]["tiktoken"] is False
+    assert load_from_disk(str(tmp_path / "fast")).to_dict() == load_from_disk(str(tmp_path / "own")).to_dict()
