@@ -169,6 +169,7 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
     lines = report.describe().splitlines()
     segment_line = next(x for x in lines if "segment cache" in x).strip()
     shape_line = next(x for x in lines if "rendering by shape" in x).strip()
+    encoder_line = next(x for x in lines if x.strip().startswith("encoder:")).strip()
     print(
         f"\n{name}: {len(records)} conversations, {sum(map(len, rendered)):,} characters, {report.tokens:,} tokens "
         f"({report.trained_tokens / max(report.tokens, 1):.1%} trained); best of {args.repeat}, loops run once"
@@ -186,6 +187,7 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
     print(f"    prepare per record, the load left out              : {steady:8.2f} s  {steady / bare:5.2f}x")
     print(f"  {shape_line}")
     print(f"  {segment_line}")
+    print(f"  {encoder_line}")
     sys.stdout.flush()
 
 
