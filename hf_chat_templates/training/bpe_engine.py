@@ -76,8 +76,7 @@ def static_reason(backend: Any) -> str:
     _, why = _pattern(_compat.component_state(backend.pre_tokenizer))
     if why:
         return why
-    processor = json.dumps(_compat.component_state(backend.post_processor))
-    if '"trim_offsets": true' in processor.replace('":true', '": true'):
+    if '"trim_offsets": true' in json.dumps(_compat.component_state(backend.post_processor)):
         return "the post-processor trims offsets"
     added = list(backend.get_added_tokens_decoder().values())
     if any(t.normalized or t.lstrip or t.rstrip or t.single_word for t in added):

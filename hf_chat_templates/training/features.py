@@ -249,12 +249,10 @@ def _span_tokens(offsets: list[tuple[int, int]], span: Span) -> tuple[int, int]:
 def _cuts(enc: Any, spans: tuple[Span, ...], size: int) -> list[tuple[int, int]]:
     """The token ranges [first, end) of the spans, within the first `size` tokens (empty where cut off)."""
     cuts = []
-    ends = enc.tokens_at([c for s in spans for c in (s.start, s.end - 1)]) if hasattr(enc, "tokens_at") else None
-    for k, span in enumerate(spans):
-        if ends is not None:
-            first, last = ends[2 * k], ends[2 * k + 1]
-        else:
-            first, last = enc.char_to_token(span.start), enc.char_to_token(span.end - 1)
+    chars = [c for s in spans for c in (s.start, s.end - 1)]
+    many = getattr(enc, "tokens_at", None)  # one search for all of them (`bpe_engine.ByteEncoding`)
+    ends = many(chars) if many is not None else [enc.char_to_token(c) for c in chars]
+    for span, first, last in zip(spans, ends[::2], ends[1::2]):
         if first is None or last is None:
             first, last = _span_tokens(enc.offsets, span)
         cuts.append((first, min(last + 1, size)) if first < size else (0, 0))
