@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from .. import _compat
@@ -116,11 +117,18 @@ def merges_reason(model: dict[str, Any]) -> str:
     return "" if splits == len(listed) else "the merges list a pair twice"
 
 
-def _proof(state: bytes) -> str:
-    """`merges_reason` for a serialized model, from the cache folder when proven before."""
+def _proof(backend: Any, source: Path | None) -> str:
+    """`merges_reason` for the backend's model, from the cache folder when proven before. The key is the hash of
+    the `source` file the backend was loaded from (hashing it is ten times cheaper than serializing the model), or
+    of the serialized model."""
     from ..tokenizer.base import cache_root
 
-    key = hashlib.sha256(state).hexdigest()
+    state: bytes | None = None
+    if source is not None:
+        key = f"file-{hashlib.sha256(source.read_bytes()).hexdigest()}"
+    else:
+        state = backend.model.__getstate__()
+        key = hashlib.sha256(state).hexdigest()
     path = cache_root() / "bpe-proofs" / f"{key}-{_PROOF_VERSION}.json"
     try:
         return str(json.loads(path.read_text(encoding="utf-8"))["reason"])
@@ -129,7 +137,7 @@ def _proof(state: bytes) -> str:
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of lists, none in a cycle: the collector would walk them for nothing
     try:
-        reason = merges_reason(json.loads(state))
+        reason = merges_reason(json.loads(state if state is not None else backend.model.__getstate__()))
     finally:
         if collecting:
             gc.enable()
@@ -172,6 +180,15 @@ class ByteEncoding:
             self._chars = np.flatnonzero((data & 0xC0) != 0x80)
         return self._chars
 
+    def _bytes_at(self, chars: list[int]) -> list[int]:
+        """The byte offset of each character: the text's UTF-8 length up to it, counted between the characters in
+        their order (a few per text, so cheaper than an index of every character)."""
+        text, char, byte, at = self.text, 0, 0, {}
+        for c in sorted(set(chars)):
+            byte += len(text[char:c].encode("utf-8"))
+            char, at[c] = c, byte
+        return [at[c] for c in chars]
+
     def char_to_token(self, char: int) -> int | None:
         import numpy as np
 
@@ -185,9 +202,9 @@ class ByteEncoding:
         import numpy as np
 
         inside = [0 <= c < len(self.text) for c in chars]
-        at = np.array([c if ok else 0 for c, ok in zip(chars, inside)], np.int64)
+        at = [c if ok else 0 for c, ok in zip(chars, inside)]
         if not self.text.isascii():
-            at = self._char_starts()[at]
+            at = self._bytes_at(at)
         found = np.searchsorted(self._byte_ends(), at, side="right").tolist()
         return [t if ok else None for t, ok in zip(found, inside)]
 
@@ -212,14 +229,15 @@ class BpeEngine:
         import numpy as np
         import tiktoken
 
-        alphabet = byte_decoder()
+        # each character of a token's spelling stands for one byte: translated to the latin-1 character of that
+        # byte, the spelling encodes to the token's bytes
+        latin1 = str.maketrans({c: chr(b) for c, b in byte_decoder().items()})
         vocab = backend.get_vocab(with_added_tokens=False)
-        ranks = {bytes(map(alphabet.__getitem__, token)): i for token, i in vocab.items()}
+        ranks = {token.translate(latin1).encode("latin-1"): i for token, i in vocab.items()}
         added = {t.content: i for i, t in backend.get_added_tokens_decoder().items()}
         self.encoding = tiktoken.Encoding("tokenizer", pat_str=pattern, mergeable_ranks=ranks, special_tokens=added)
         lengths = np.zeros(max([*vocab.values(), *added.values()]) + 1, np.int64)
-        for piece, i in ranks.items():
-            lengths[i] = len(piece)
+        lengths[np.fromiter(ranks.values(), np.int64, len(ranks))] = np.fromiter(map(len, ranks), np.int64, len(ranks))
         for content, i in added.items():
             lengths[i] = len(content.encode("utf-8"))
         self.lengths = lengths
@@ -250,15 +268,16 @@ class BpeEngine:
         ]
 
 
-def load(backend: Any) -> tuple[BpeEngine | None, str]:
-    """tiktoken standing for `backend`, or None and why not (said in `prepare`'s report)."""
+def load(backend: Any, source: Path | None = None) -> tuple[BpeEngine | None, str]:
+    """tiktoken standing for `backend` (loaded from the `source` file, when given), or None and why not (said in
+    `prepare`'s report)."""
     try:
         import tiktoken  # noqa: F401
     except ImportError:
         return None, "tiktoken is not installed (pip install tiktoken: about twice as fast on byte-level BPE)"
     reason = static_reason(backend)
     if not reason:
-        reason = _proof(backend.model.__getstate__())
+        reason = _proof(backend, source)
     if reason:
         return None, reason
     pattern, _ = _pattern(_compat.component_state(backend.pre_tokenizer))

@@ -40,7 +40,7 @@ from ..template.rendering import named_template
 from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
-from ..tokenizer.folder import read_folder
+from ..tokenizer.folder import TOKENIZER_JSON, read_folder
 from .loading import added_tokens_kwargs, compile_template
 from .segments import SegmentEncoder, SegmentStats, return_freed_memory
 from .shapes import ShapeRenderer, ShapeStats, shape_renderer
@@ -204,7 +204,10 @@ def load_state(
         if tool_compiled is not None
         else None,
         spelled=control_spellings(tokenizer, (plain, marked, tool_use)),
-        segments=SegmentEncoder(tokenizer.backend_tokenizer),
+        segments=SegmentEncoder(
+            tokenizer.backend_tokenizer,
+            source=folder / TOKENIZER_JSON if files is not None and files.tokenizer_json is not None else None,
+        ),
         shapes=shape_renderer(plain, tool_use, merged, tokens.stop_tokens, tokens.control_tokens)
         if marked is None
         else None,

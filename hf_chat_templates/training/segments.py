@@ -26,6 +26,7 @@ import re
 import sys
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from .. import _compat
@@ -201,15 +202,17 @@ def first_difference(whole: Any, pieces: Any) -> int | None:
 
 
 # Segments pay when repeated text (a system prompt, tool schemas) is a good part of the tokens: judged on the first
-# JUDGE_TOKENS tokens of a process.
+# JUDGE_TOKENS tokens of a process, a few texts at a time so that data with few repeats is soon encoded whole.
 JUDGE_TOKENS = 200_000
+JUDGE_CHUNK = 128  # texts encoded by segments at a time while the cache is judged
 MIN_CACHED_SHARE = 0.25
 
 
 class SegmentEncoder:
     """`encode_batch(texts)` by segments with a cache, proven on the first `sample` texts against whole-string
     encoding; `off` says why whole-string encoding is used instead ("" while segments are on). `reason` replaces
-    what the tokenizer's components say (`static_reason`): "" leaves the decision to the sample alone."""
+    what the tokenizer's components say (`static_reason`): "" leaves the decision to the sample alone. `source` is
+    the file the backend was loaded from, if any (`bpe_engine.load`)."""
 
     def __init__(
         self,
@@ -219,6 +222,7 @@ class SegmentEncoder:
         sample: int = SAMPLE_RECORDS,
         reason: str | None = None,
         fast: bool | None = None,
+        source: Path | None = None,
     ) -> None:
         self.backend = backend
         self.off = static_reason(backend) if reason is None else reason
@@ -226,20 +230,20 @@ class SegmentEncoder:
         if fast is None:
             fast = os.environ.get(bpe_engine.SWITCH, "1") != "0"
         self.engine, self.engine_off = (
-            bpe_engine.load(backend) if fast else (None, f"turned off ({bpe_engine.SWITCH}=0)")
+            bpe_engine.load(backend, source) if fast else (None, f"turned off ({bpe_engine.SWITCH}=0)")
         )
         self.splitter = None if self.off else Splitter(backend)
         self._atomic = _atomic_ids(self.splitter)
         self.cache = SegmentCache(max_bytes)
         self.to_prove = sample
         self._seen: set[int] = set()
-        self._judged = SegmentStats()  # the tokens seen until the cache has shown whether it pays
+        self._judged_on = SegmentStats()  # the tokens seen until the cache has shown whether it pays
 
     def encode_batch(self, texts: list[str]) -> tuple[list[Any], SegmentStats]:
         """The encodings of `texts` (without special tokens added) and the cache's stats for them."""
         if not texts:
             return [], SegmentStats()
-        encodings, stats = (self._whole(texts), SegmentStats()) if self.off else self._by_segments(texts)
+        encodings, stats = (self._whole(texts), SegmentStats()) if self.off else self._judged(texts)
         if self.to_prove > 0:
             sample = texts[: self.to_prove]
             difference = _sample_difference(self.backend, self._whole(sample, own=True), encodings)
@@ -252,8 +256,24 @@ class SegmentEncoder:
             if difference:
                 self.off, self.to_prove = difference, 0
                 return self._whole(texts), SegmentStats()
-        if not self.off:
-            self._judge(stats)
+        return encodings, stats
+
+    def _judged(self, texts: list[str]) -> tuple[list[Any], SegmentStats]:
+        """`texts` by segments. Until the cache is judged, JUDGE_CHUNK texts at a time; once it is judged not to
+        pay, the rest whole."""
+        if self._judged_on.tokens >= JUDGE_TOKENS:
+            return self._by_segments(texts)
+        encodings: list[Any] = []
+        stats, done = SegmentStats(), 0
+        while done < len(texts) and not self.off and self._judged_on.tokens < JUDGE_TOKENS:
+            part, part_stats = self._by_segments(texts[done : done + JUDGE_CHUNK])
+            self._judge(part_stats)
+            encodings, stats, done = encodings + part, stats + part_stats, done + len(part)
+        if done < len(texts):
+            rest, rest_stats = (
+                (self._whole(texts[done:]), SegmentStats()) if self.off else self._by_segments(texts[done:])
+            )
+            encodings, stats = encodings + rest, stats + rest_stats
         return encodings, stats
 
     def _whole(self, texts: list[str], own: bool = False) -> list[Any]:
@@ -273,10 +293,10 @@ class SegmentEncoder:
     def _judge(self, stats: SegmentStats) -> None:
         """Segments cost more than whole strings unless many tokens come from the cache: once JUDGE_TOKENS tokens
         were seen with fewer than MIN_CACHED_SHARE of them cached, the next batches are encoded whole."""
-        if self._judged.tokens >= JUDGE_TOKENS:
+        if self._judged_on.tokens >= JUDGE_TOKENS:
             return
-        self._judged = self._judged + stats
-        seen, cached = self._judged.tokens, self._judged.cached_tokens
+        self._judged_on = self._judged_on + stats
+        seen, cached = self._judged_on.tokens, self._judged_on.cached_tokens
         if seen >= JUDGE_TOKENS and cached < MIN_CACHED_SHARE * seen:
             self.off = (
                 f"few repeated segments ({cached / seen:.0%} of the first {seen:,} tokens came from the cache), so "

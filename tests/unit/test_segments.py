@@ -181,3 +181,21 @@ def test_segments_are_turned_off_when_few_tokens_come_from_the_cache(
     assert distinct.off.startswith("few repeated segments (0% of the first ")
     whole = distinct.encode_batch(["<|im_start|>user\nhi<|im_end|>"])[0][0]
     assert_same(backend.encode("<|im_start|>user\nhi<|im_end|>", add_special_tokens=False), whole)
+
+
+def test_the_cache_is_judged_within_a_batch_and_the_rest_of_it_encoded_whole(
+    good: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hf_chat_templates.training import segments
+
+    monkeypatch.setattr(segments, "JUDGE_TOKENS", 200)
+    monkeypatch.setattr(segments, "JUDGE_CHUNK", 4)
+    backend = backend_of(good)
+    texts = [f"<|im_start|>user\nquestion number {n} {'x' * n}<|im_end|>" for n in range(200)]
+    encoder = SegmentEncoder(backend, sample=0)
+    encodings, stats = encoder.encode_batch(texts)
+    assert encoder.off.startswith("few repeated segments")
+    seen = int(encoder.off.split("of the first ")[1].split(" ")[0].replace(",", ""))
+    assert 200 <= seen < 400 and stats.tokens == seen  # a few chunks by segments, not the whole batch
+    for text, encoding in zip(texts, encodings):
+        assert_same(backend.encode(text, add_special_tokens=False), encoding)
