@@ -139,6 +139,22 @@ def dataset_state(dataset: Any) -> dict[str, Any]:
     return {key: dataset.__dict__[key] for key in DATASET_STATE_KEYS}
 
 
+@contextlib.contextmanager
+def hidden_torch_out_of_sight() -> Iterator[None]:
+    """datasets' pickler (a dataset's fingerprint) imports torch whenever "torch" is in `sys.modules`, which the
+    command line's hidden torch (a None entry) is: the entry is taken out while datasets runs, and put back."""
+    import sys
+
+    hidden = "torch" in sys.modules and sys.modules["torch"] is None
+    if hidden:
+        del sys.modules["torch"]
+    try:
+        yield
+    finally:
+        if hidden and "torch" not in sys.modules:
+            sys.modules["torch"] = None  # type: ignore[assignment]
+
+
 def arrow_writer(**kwargs: Any) -> Any:
     """datasets' ArrowWriter (not exported at the top level), which writes a shard as batches arrive."""
     from datasets.arrow_writer import ArrowWriter

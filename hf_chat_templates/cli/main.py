@@ -7,14 +7,16 @@ arguments with `errors.option(name)`; here they are written as the options that 
 `--max-length`). A command that finds failures (verify) exits 1 itself; `push` raises VerificationFailed.
 
 Run as a program (the `hf-chat-templates` script, `python -m hf_chat_templates`), the process is set up for one
-short command (`process_settings`): the collector runs less often, and torch is hidden from every command but
-`prepare`, so that transformers does not import it. Called with an argument list (tests, scripts), nothing changes.
+short command (`process_settings`): the collector runs less often, and torch is hidden (but from `prepare --engine
+ray` and a GGUF file's tokenizer), so that transformers does not import it. Called with an argument list (tests,
+scripts), nothing changes.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib.util
+import itertools
 import logging
 import os
 import sys
@@ -84,8 +86,9 @@ def debug_enabled() -> bool:
     return False
 
 
-# The commands whose process keeps torch visible: `prepare` hands its data to datasets and Ray, which may use it.
-TORCH_COMMANDS = frozenset({"prepare"})
+# Options that keep torch visible: Ray may hand data to it (`prepare --engine ray`); prepare's own engine writes
+# Arrow with numpy and pyarrow, and datasets imports torch only to format rows as tensors.
+TORCH_OPTIONS = (("--engine", "ray"),)
 # Options that name a GGUF file: transformers builds a GGUF file's tokenizer with modules that import torch.
 GGUF_OPTIONS = frozenset({"--gguf", "--against"})
 # Container allocations between two young-generation collections (CPython's default is 700): a command allocates
@@ -105,19 +108,25 @@ def process_settings(args: list[str]) -> None:
     """Settings for a process that runs one command (`args`, its command line): fewer collections, and no torch.
 
     transformers imports torch whenever it is installed (a second or more; its USE_TORCH variable is gone in 5.x),
-    and only `prepare` and a GGUF file's tokenizer need it: elsewhere `sys.modules["torch"] = None` makes
-    `importlib.util.find_spec("torch")` None, so transformers takes torch as absent. Only in a fresh process: once
-    torch or transformers is imported, nothing is hidden."""
+    and only `prepare --engine ray` and a GGUF file's tokenizer need it: elsewhere `sys.modules["torch"] = None`
+    makes `importlib.util.find_spec("torch")` None, so transformers takes torch as absent. Only in a fresh process:
+    once torch or transformers is imported, nothing is hidden."""
     young, middle, old = gc.get_threshold()
     if young:  # 0: automatic collection is off, and stays off
         gc.set_threshold(max(GC_YOUNG_THRESHOLD, young), middle, old)
-    command = next((a for a in args if not a.startswith("-")), None)
-    if command in TORCH_COMMANDS or "torch" in sys.modules or "transformers" in sys.modules or _names_gguf(args):
+    if "torch" in sys.modules or "transformers" in sys.modules or _keeps_torch(args) or _names_gguf(args):
         return
     if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide (transformers says so, as ever)
         return
     sys.modules["torch"] = None  # type: ignore[assignment]
     logging.getLogger("transformers").addFilter(_NoTorchNotice())
+
+
+def _keeps_torch(args: list[str]) -> bool:
+    """Whether the command line sets an option that keeps torch visible (`TORCH_OPTIONS`), as `--opt value` or
+    `--opt=value`."""
+    pairs = {*itertools.pairwise(args), *(tuple(a.split("=", 1)) for a in args if "=" in a)}
+    return any(pair in pairs for pair in TORCH_OPTIONS)
 
 
 def _names_gguf(args: list[str]) -> bool:

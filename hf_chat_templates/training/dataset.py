@@ -283,7 +283,8 @@ def _write_dataset_state(folder: Path, files: Sequence[str] = (DATA_FILE,)) -> N
     data is not read back and copied (with a memory map over the whole file, that would cost its size in RSS)."""
     from datasets import Dataset
 
-    dataset = Dataset.from_file(str(folder / files[0]))
+    with _compat.hidden_torch_out_of_sight():
+        dataset = Dataset.from_file(str(folder / files[0]))
     state = _compat.dataset_state(dataset)
     state["_split"] = None
     state["_data_files"] = [{"filename": name} for name in files]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_debug_variable_shows_the_traceback(toy_tokenizer: Path, tmp_path: Path) -> None:
     cmd = [
@@ -51,8 +53,9 @@ def test_light_import_path() -> None:
 
 
 def test_a_command_line_process_leaves_torch_out() -> None:
-    """The process of one command hides torch from transformers, and says nothing about it, but for `prepare` and
-    a GGUF file (transformers builds its tokenizer with modules that import torch)."""
+    """The process of one command hides torch from transformers, and says nothing about it, but for `prepare
+    --engine ray` (Ray may hand data to torch) and a GGUF file (transformers builds its tokenizer with modules that
+    import torch)."""
     code = (
         "import gc, sys\n"
         "from hf_chat_templates.cli.main import process_settings\n"
@@ -65,6 +68,34 @@ def test_a_command_line_process_leaves_torch_out() -> None:
     hidden = subprocess.run([sys.executable, "-c", code, "verify", "x"], capture_output=True, text=True, check=True)
     assert f"HIDDEN {installed} YOUNG True" in hidden.stdout
     assert installed is ("PyTorch" not in hidden.stderr)
-    for kept in (["prepare", "x"], ["verify", "model.gguf"], ["verify", "x", "--against=folder"]):
+    prepared = subprocess.run(
+        [sys.executable, "-c", code, "prepare", "x", "y", "-o", "z"], capture_output=True, text=True
+    )
+    assert f"HIDDEN {installed} YOUNG True" in prepared.stdout
+    kept_for = (["prepare", "x", "--engine", "ray"], ["prepare", "--engine=ray"], ["verify", "model.gguf"])
+    for kept in (*kept_for, ["verify", "x", "--against=folder"]):
         run = subprocess.run([sys.executable, "-c", code, *kept], capture_output=True, text=True, check=True)
         assert "HIDDEN False YOUNG True" in run.stdout, kept
+
+
+def test_prepare_runs_in_a_command_line_process_with_torch_hidden(
+    chatml: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`prepare` hides torch too (datasets' fingerprint pickler would import it, were its hidden entry in sight):
+    the dataset written, plain and packed, is the one the same call writes in a process that sees torch."""
+    import json
+
+    from datasets import load_from_disk
+
+    from ..helpers import CONVERSATIONS, run, write_jsonl
+
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(c) for c in CONVERSATIONS])
+    for extra in ([], ["--pack", "64"]):
+        out = tmp_path / f"out{len(extra)}"
+        args = ["prepare", str(chatml), "--conversations", str(data), "--output", str(out), *extra]
+        cli = [sys.executable, "-m", "hf_chat_templates", *args]
+        done = subprocess.run(cli, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert done.returncode == 0, done.stderr
+        assert "torch" not in done.stderr
+        assert run(capsys, *[a if a != str(out) else str(out) + "-here" for a in args])[0] == 0
+        assert load_from_disk(str(out)).to_dict() == load_from_disk(str(out) + "-here").to_dict()
