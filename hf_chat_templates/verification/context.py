@@ -4,7 +4,7 @@ and shared (each probe is rendered once, tokenized once, its message boundaries 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -110,6 +110,8 @@ class VerifyContext:
         self.data_fields = data_fields
         self.id_format = id_format_for(template + (tool_template or ""))
         self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
+        # engine-parity's renderings begun before the checks run (`checks.engines.begin`), by profile name
+        self.begun_engines: dict[str, tuple[Any, Callable[[], dict[str, Rendered]]]] = {}
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
         self._token_ids: dict[str, int | None] = {}

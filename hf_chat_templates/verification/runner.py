@@ -9,6 +9,7 @@ runs the checks in order, and turns a check that crashes into a failing result, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
 import tempfile
@@ -26,6 +27,7 @@ from ..template.rendering import named_template
 from ..tokenizer.base import base_tokenizer
 from ..tokenizer.folder import added_tokens_kwargs, read_folder
 from .checks import CHECK_CAUSES, CHECKS, check_ids
+from .checks.engines import begin as begin_engines
 from .context import VerifyContext
 from .results import CheckResult, VerificationReport
 
@@ -60,6 +62,9 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
             hint="hf-chat-templates verify --help",
             parameter="only",
         )
+    if "engine-parity" in wanted:
+        with contextlib.suppress(Exception):  # what fails to begin is begun, and reported, by the check itself
+            begin_engines(ctx)
     results = []
     for check_id in wanted:
         try:

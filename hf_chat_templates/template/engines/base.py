@@ -42,7 +42,8 @@ class Engine(Protocol):
     """One engine profile. `name` is what `--engines` takes (e.g. "llama.cpp"); `version` names the build used.
 
     Optional: `label` (how findings name the engine, default `name`); `fixed_clock` (the moment an engine that
-    pins its own clock reads, which `clock` cannot change: the comparison renders transformers at that moment)."""
+    pins its own clock reads, which `clock` cannot change: the comparison renders transformers at that moment);
+    `start_all` (`render_all` begun in a process of its own; the function it returns waits for the outcomes)."""
 
     name: str
 

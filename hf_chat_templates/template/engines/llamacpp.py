@@ -14,7 +14,8 @@ for a vocabulary without it), and the template's kwargs. ggufdoctor fills in def
 are passed when the tokenizer has them, and a rendering that reads one the tokenizer lacks says so in its note.
 
 The WebAssembly module is compiled once per process (one shared engine), and each render runs in its own store
-with ggufdoctor's fuel and memory bounds: an endless loop is a render error, never a hang.
+with ggufdoctor's fuel and memory bounds: an endless loop is a render error, never a hang. `start_all` renders in a
+process of its own (`llamacpp_worker`), so that `verify` compares the other engines meanwhile.
 """
 
 from __future__ import annotations
@@ -22,8 +23,14 @@ from __future__ import annotations
 import atexit
 import datetime as _dt
 import functools
+import json
 import re
-from typing import Any
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from ..rendering import Rendered
 from .base import EngineRendered, RenderJob
@@ -89,6 +96,76 @@ class LlamaCppEngine:
         del clock  # the module pins its own; the comparison renders transformers at `fixed_clock`
         engine = _wasm_engine()
         return [_outcome(engine.render(template, _context(template, job)), template, job) for job in jobs]
+
+    def start_all(self, template: str, jobs: list[RenderJob], *, clock: _dt.datetime) -> Callable[[], list[Rendered]]:
+        """`render_all` begun in a process of its own (`llamacpp_worker`), which renders while the caller works;
+        the function returned waits for it. Should that process fail (it cannot start, it dies, its output is not
+        the jobs'), the jobs are rendered here instead: the same engine, the same outcomes."""
+        contexts = [_context(template, job) for job in jobs]
+        try:
+            request = json.dumps({"template": template, "contexts": contexts})
+        except (TypeError, ValueError):  # what is not JSON fails job by job, as the engine says it here
+            return lambda: self.render_all(template, jobs, clock=clock)
+        wait = _start_worker(request)
+
+        def outcomes() -> list[Rendered]:
+            results = wait()
+            if results is None or len(results) != len(jobs):
+                return self.render_all(template, jobs, clock=clock)
+            return [_outcome(result, template, job) for result, job in zip(results, jobs)]
+
+        return outcomes
+
+
+# How long a worker may take for a batch (ggufdoctor bounds each render with fuel, so this is only a backstop).
+WORKER_SECONDS = 120.0
+
+
+class _Result(NamedTuple):
+    """ggufdoctor's `RenderResult`, as the worker wrote it."""
+
+    text: str | None
+    error: str | None
+    extra: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _worker_command() -> list[str]:
+    return [sys.executable, str(Path(__file__).with_name("llamacpp_worker.py"))]
+
+
+def _start_worker(request: str) -> Callable[[], list[_Result] | None]:
+    """`llamacpp_worker` started on `request` and read by a thread; the function returned waits for its results,
+    None when it failed."""
+    try:
+        process = subprocess.Popen(
+            _worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+    except OSError:
+        return lambda: None
+    found: list[list[_Result] | None] = []
+
+    def collect() -> None:
+        try:
+            out, _ = process.communicate(request, timeout=WORKER_SECONDS)
+            lines = [json.loads(line) for line in out.splitlines()] if process.returncode == 0 else None
+            found.append(None if lines is None else [_Result(x["text"], x["error"], x["extra"]) for x in lines])
+        except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError, OSError):
+            process.kill()
+            process.wait()
+            found.append(None)
+
+    reader = threading.Thread(target=collect, name="llama.cpp worker", daemon=True)
+    reader.start()
+
+    def wait() -> list[_Result] | None:
+        reader.join()
+        return found[0] if found else None
+
+    return wait
 
 
 def gpt_oss_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

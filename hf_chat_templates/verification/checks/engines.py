@@ -331,8 +331,25 @@ def compare(
     return findings, summary
 
 
+def _compared(ctx: VerifyContext) -> list[Probe]:
+    """The probes the engines render: those transformers renders, prefills left out."""
+    return [p for p in ctx.probes if not p.continue_final_message and ctx.rendered[p.id].ok]
+
+
+def begin(ctx: VerifyContext) -> None:
+    """The renderings of the profiles that render in a process of their own (`start_all`: transformers.js in
+    node, llama.cpp in a worker) begun now, before the other checks run, so that they render meanwhile;
+    `engine_parity` collects them from `ctx.begun_engines`."""
+    probes = _compared(ctx)
+    for engine in engine_profiles(ctx.engines):
+        if engine.name in ctx.begun_engines or engine.unavailable():
+            continue
+        if hasattr(engine, "start_all"):
+            ctx.begun_engines[engine.name] = (engine, start_in(ctx, engine, probes))
+
+
 def engine_parity(ctx: VerifyContext) -> CheckResult:
-    probes = [p for p in ctx.probes if not p.continue_final_message and ctx.rendered[p.id].ok]
+    probes = _compared(ctx)
     prefills = sum(1 for p in ctx.probes if p.continue_final_message)
     unrendered = sum(1 for p in ctx.probes if not p.continue_final_message and not ctx.rendered[p.id].ok)
     left_out = ", ".join(
@@ -342,14 +359,15 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
     )
     findings: list[Finding] = []
     engines: dict[str, Any] = {}
+    begin(ctx)  # what `run_checks` has not begun before the first check
+    begun = {name: ctx.begun_engines.pop(name) for name in list(ctx.begun_engines)}
     profiles = [(engine, engine.unavailable()) for engine in engine_profiles(ctx.engines)]
-    # A profile that renders in another process (node) starts first, and renders while the others are compared.
-    begun = {e.name: start_in(ctx, e, probes) for e, why in profiles if not why and hasattr(e, "start_all")}
     for engine, why in profiles:
         if why:
             engines[engine.name] = {"status": "skipped", "version": engine.version, "reason": why}
             continue
-        found, engines[engine.name] = compare(ctx, engine, probes, begun.get(engine.name))
+        engine, outcomes = begun.get(engine.name, (engine, None))
+        found, engines[engine.name] = compare(ctx, engine, probes, outcomes)
         findings += found
     ran = [name for name, s in engines.items() if s["status"] != "skipped"]
     skipped = "; ".join(f"{name} skipped: {s['reason']}" for name, s in engines.items() if s["status"] == "skipped")
