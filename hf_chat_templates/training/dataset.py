@@ -14,8 +14,9 @@ from __future__ import annotations
 import gc
 import json
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,29 +217,21 @@ def _finish(features: TrainingFeatures, batch: Batch, rendered: tuple[Any, Probl
     return table, left + [(_kind(why), batch[i][0], why) for i, why in problems], steps, count, stats
 
 
-def _finish_in_parts(features: TrainingFeatures, kept: Batch, first: Any, pre: Any, count: int) -> Part:
-    """A batch whose renderings exceed RENDER_BUDGET_CHARS: each part encoded before the next renders, so the
-    renderings held at once stay within the budget (a template that writes megabytes per record)."""
-    import pyarrow as pa
-
-    rendered, problems, consumed = first
-    table, left, steps, _, stats = _finish(features, kept[:consumed], (rendered, problems), pre, count)
-    tables = [table]
-    while consumed < len(kept):
-        part = kept[consumed:]
-        rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
-        table, more, _, _, more_stats = _finish(features, part[:done], (rendered, problems), ([], {}), 0)
-        tables.append(table)
-        left, stats, consumed = left + more, stats + more_stats, consumed + done
-    return pa.concat_tables(tables), left, steps, count, stats
-
-
 def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) -> Part:
-    """One batch as an Arrow table (built where the batch was encoded: it crosses processes as buffers)."""
+    """One batch as an Arrow table (built where the batch was encoded: it crosses processes as buffers), rendered
+    and encoded a part at a time when its renderings exceed RENDER_BUDGET_CHARS (a template that writes megabytes
+    per record), so the renderings held at once stay within the budget."""
     features, normalizer = state
     kept, left, steps = _normalized(normalizer, batch)
-    first = features.render_part([r for _, r in kept], RENDER_BUDGET_CHARS)
-    return _finish_in_parts(features, kept, first, (left, steps), len(batch))
+    parts: list[Part] = []
+    consumed = 0
+    while not parts or consumed < len(kept):
+        part = kept[consumed:]
+        rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
+        first = (left, steps, len(batch)) if not parts else ([], {}, 0)
+        parts.append(_finish(features, part[:done], (rendered, problems), first[:2], first[2]))
+        consumed += done
+    return _joined(parts)
 
 
 def _parts(
@@ -257,25 +250,43 @@ def _parts(
         yield from map_batches(constant((features, normalizer)), _table_of_batch, batches, workers=workers)
         return
 
-    # Render batch k + 1 while batch k is encoded: encode_batch releases the GIL, so the tokenizer's threads and the
-    # template's Python overlap. A batch whose renderings exceed the budget is encoded here, in parts.
+    # Render part j + 1 while part j is encoded: encode_batch releases the GIL, so the tokenizer's threads and the
+    # template's Python overlap. A part is a batch, or the records of one whose renderings fit RENDER_BUDGET_CHARS
+    # (agent data with a long prompt on every record); the next part is handed over once the one before is encoded,
+    # so two parts at most are held at once, and a batch is yielded whole once its parts are encoded.
     with ThreadPoolExecutor(1) as encoder:
-        pending = None
+        queued: deque[list[Future[Part]]] = deque()
+        previous: Future[Part] | None = None
         for batch in batches:
             kept, left, steps = _normalized(normalizer, batch)
-            rendered, problems, consumed = features.render_part([r for _, r in kept], RENDER_BUDGET_CHARS)
-            if consumed < len(kept):
-                if pending is not None:
-                    yield pending.result()
-                    pending = None
-                yield _finish_in_parts(features, kept, (rendered, problems, consumed), (left, steps), len(batch))
-                continue
-            future = encoder.submit(_finish, features, kept, (rendered, problems), (left, steps), len(batch))
-            if pending is not None:
-                yield pending.result()
-            pending = future
-        if pending is not None:
-            yield pending.result()
+            parts: list[Future[Part]] = []
+            consumed = 0
+            while not parts or consumed < len(kept):
+                part = kept[consumed:]
+                rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
+                if previous is not None:
+                    previous.result()
+                first = (left, steps, len(batch)) if not parts else ([], {}, 0)
+                previous = encoder.submit(_finish, features, part[:done], (rendered, problems), first[:2], first[2])
+                parts.append(previous)
+                consumed += done
+            queued.append(parts)
+            while len(queued) > 1 or (queued and all(f.done() for f in queued[0])):
+                yield _joined([f.result() for f in queued.popleft()])
+        while queued:
+            yield _joined([f.result() for f in queued.popleft()])
+
+
+def _joined(parts: list[Part]) -> Part:
+    """The parts of one batch as one (its table, what it left out, its steps and count, its stats)."""
+    if len(parts) == 1:
+        return parts[0]
+    import pyarrow as pa
+
+    _, left, steps, count, stats = parts[0]
+    for _, more, _, _, more_stats in parts[1:]:
+        left, stats = left + more, stats + more_stats
+    return pa.concat_tables([p[0] for p in parts]), left, steps, count, stats
 
 
 def _write_dataset_state(folder: Path, files: Sequence[str] = (DATA_FILE,)) -> None:

@@ -37,3 +37,21 @@ def test_a_batch_over_the_budget_prepares_the_same_dataset(
     assert parts.written == whole.written == len(CONVERSATIONS) * 5
     assert parts.skipped == whole.skipped and parts.records == whole.records
     assert load_from_disk(str(tmp_path / "parts"))[:] == load_from_disk(str(tmp_path / "whole"))[:]
+
+
+@pytest.mark.parametrize("options", [{}, {"pack": 64}, {"workers": 2}], ids=["plain", "packed", "workers"])
+def test_batches_in_parts_pipelined_prepare_the_same_dataset(
+    chatml: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict
+) -> None:
+    """A batch in parts that render while the part before is encoded (or, with workers, one after the other in the
+    worker): the rows, their order, what was left out and the packing are those of the whole batch."""
+    from datasets import load_from_disk
+
+    bad = {"messages": [{"role": "user", "content": "no answer"}]}
+    lines = [json.dumps(c) for c in CONVERSATIONS * 7] + [json.dumps(bad)] + [json.dumps(c) for c in CONVERSATIONS]
+    data = write_jsonl(tmp_path / "c.jsonl", lines)
+    whole = prepare(chatml, data, tmp_path / "whole", **options)
+    monkeypatch.setattr(dataset, "RENDER_BUDGET_CHARS", 40)  # one or two renderings per part
+    parts = prepare(chatml, data, tmp_path / "parts", **options)
+    assert (parts.written, parts.skipped, parts.records) == (whole.written, whole.skipped, whole.records)
+    assert load_from_disk(str(tmp_path / "parts"))[:] == load_from_disk(str(tmp_path / "whole"))[:]
