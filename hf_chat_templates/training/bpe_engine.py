@@ -225,14 +225,15 @@ class ByteEncoding:
 class BpeEngine:
     """A tiktoken `Encoding` with the tokenizer's ranks, and the byte length of every id."""
 
-    def __init__(self, backend: Any, pattern: str) -> None:
+    def __init__(self, backend: Any, pattern: str, vocab: dict[str, int] | None = None) -> None:
+        """`vocab`: the model's vocabulary (tokenizer.json's `model.vocab`) when the caller has it parsed already."""
         import numpy as np
         import tiktoken
 
         # each character of a token's spelling stands for one byte: translated to the latin-1 character of that
         # byte, the spelling encodes to the token's bytes
         latin1 = str.maketrans({c: chr(b) for c, b in byte_decoder().items()})
-        vocab = backend.get_vocab(with_added_tokens=False)
+        vocab = vocab if vocab is not None else backend.get_vocab(with_added_tokens=False)
         ranks = {token.translate(latin1).encode("latin-1"): i for token, i in vocab.items()}
         added = {t.content: i for i, t in backend.get_added_tokens_decoder().items()}
         self.encoding = tiktoken.Encoding("tokenizer", pat_str=pattern, mergeable_ranks=ranks, special_tokens=added)
@@ -268,9 +269,9 @@ class BpeEngine:
         ]
 
 
-def load(backend: Any, source: Path | None = None) -> tuple[BpeEngine | None, str]:
-    """tiktoken standing for `backend` (loaded from the `source` file, when given), or None and why not (said in
-    `prepare`'s report)."""
+def load(backend: Any, source: Path | None = None, vocab: dict[str, int] | None = None) -> tuple[BpeEngine | None, str]:
+    """tiktoken standing for `backend` (loaded from the `source` file, whose model's `vocab` the caller may have
+    parsed already), or None and why not (said in `prepare`'s report)."""
     try:
         import tiktoken  # noqa: F401
     except ImportError:
@@ -282,7 +283,7 @@ def load(backend: Any, source: Path | None = None) -> tuple[BpeEngine | None, st
         return None, reason
     pattern, _ = _pattern(_compat.component_state(backend.pre_tokenizer))
     assert pattern is not None
-    return BpeEngine(backend, pattern), ""
+    return BpeEngine(backend, pattern, vocab if source is not None else None), ""
 
 
 def describe_encoder(off: str) -> str:

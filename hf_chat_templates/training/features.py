@@ -40,7 +40,7 @@ from ..template.rendering import named_template
 from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
-from ..tokenizer.folder import TOKENIZER_JSON, read_folder
+from ..tokenizer.folder import TOKENIZER_JSON, TokenizerFolder, read_folder
 from .loading import added_tokens_kwargs, compile_template
 from .segments import SegmentEncoder, SegmentStats, return_freed_memory
 from .shapes import ShapeRenderer, ShapeStats, shape_renderer
@@ -204,14 +204,19 @@ def load_state(
         if tool_compiled is not None
         else None,
         spelled=control_spellings(tokenizer, (plain, marked, tool_use)),
-        segments=SegmentEncoder(
-            tokenizer.backend_tokenizer,
-            source=folder / TOKENIZER_JSON if files is not None and files.tokenizer_json is not None else None,
-        ),
+        segments=_segment_encoder(tokenizer.backend_tokenizer, folder, files),
         shapes=shape_renderer(plain, tool_use, merged, tokens.stop_tokens, tokens.control_tokens)
         if marked is None
         else None,
     )
+
+
+def _segment_encoder(backend: Any, folder: Path, files: TokenizerFolder | None) -> SegmentEncoder:
+    """The segment encoder, told the tokenizer.json the backend was loaded from and its vocabulary, already parsed."""
+    if files is None or files.tokenizer_json is None:
+        return SegmentEncoder(backend)
+    vocab = files.tokenizer_json["model"].get("vocab")
+    return SegmentEncoder(backend, source=folder / TOKENIZER_JSON, vocab=vocab if isinstance(vocab, dict) else None)
 
 
 def render_record(

@@ -212,7 +212,7 @@ class SegmentEncoder:
     """`encode_batch(texts)` by segments with a cache, proven on the first `sample` texts against whole-string
     encoding; `off` says why whole-string encoding is used instead ("" while segments are on). `reason` replaces
     what the tokenizer's components say (`static_reason`): "" leaves the decision to the sample alone. `source` is
-    the file the backend was loaded from, if any (`bpe_engine.load`)."""
+    the file the backend was loaded from, if any, and `vocab` its model's vocabulary if parsed (`bpe_engine.load`)."""
 
     def __init__(
         self,
@@ -223,6 +223,7 @@ class SegmentEncoder:
         reason: str | None = None,
         fast: bool | None = None,
         source: Path | None = None,
+        vocab: dict[str, int] | None = None,
     ) -> None:
         self.backend = backend
         self.off = static_reason(backend) if reason is None else reason
@@ -230,7 +231,7 @@ class SegmentEncoder:
         if fast is None:
             fast = os.environ.get(bpe_engine.SWITCH, "1") != "0"
         self.engine, self.engine_off = (
-            bpe_engine.load(backend, source) if fast else (None, f"turned off ({bpe_engine.SWITCH}=0)")
+            bpe_engine.load(backend, source, vocab) if fast else (None, f"turned off ({bpe_engine.SWITCH}=0)")
         )
         self.splitter = None if self.off else Splitter(backend)
         self._atomic = _atomic_ids(self.splitter)
