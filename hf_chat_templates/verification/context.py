@@ -112,6 +112,8 @@ class VerifyContext:
         self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
         # engine-parity's renderings begun before the checks run (`checks.engines.begin`), by profile name
         self.begun_engines: dict[str, tuple[Any, Callable[[], dict[str, Rendered]]]] = {}
+        # reference-parity's ids begun before the checks run (`references.begin`): by probe id, what the worker gave
+        self.begun_references: Callable[[], dict[str, Any]] | None = None
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
         self._token_ids: dict[str, int | None] = {}

@@ -19,11 +19,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _compat
 from ..errors import missing_dependency
+from ..template.engines import json_worker
 from ..tokenizer.base import o200k_tiktoken_file
 from .context import CLOCKS
 
@@ -246,12 +248,54 @@ REFERENCES: dict[str, tuple[str, Callable[..., list[int]]]] = {
 }
 
 
-def reference_ids(ctx: VerifyContext, probe: Probe) -> list[int]:
-    """The official renderer's ids for `probe` (raises Unsupported), with the frozen clock's date."""
+def _inputs(ctx: VerifyContext) -> tuple[Callable[..., list[int]], str, dict[str, Any]]:
+    """The family's renderer, the frozen clock's date and the kwargs it renders with."""
     assert ctx.variant is not None and ctx.variant.family in REFERENCES
     renderer = REFERENCES[ctx.variant.family][1]
     date = CLOCKS[0].strftime("%Y-%m-%d" if ctx.variant.family == "gpt-oss" else "%d %b %Y")
     kwargs = dict(ctx.kwargs)
     if "strftime_now" in ctx.template and "current_date" not in kwargs:
         kwargs["current_date"] = date  # the template writes the (frozen) clock's date; so does the reference
+    return renderer, date, kwargs
+
+
+def reference_ids(ctx: VerifyContext, probe: Probe) -> list[int]:
+    """The official renderer's ids for `probe` (raises Unsupported), with the frozen clock's date: from the worker
+    `begin` started when it gave them, else rendered here."""
+    begun = ctx.begun_references
+    if begun is not None:
+        found = begun().get(probe.id, {})
+        if "ids" in found:
+            return list(found["ids"])
+        if "unsupported" in found:
+            raise Unsupported(found["unsupported"])
+    renderer, date, kwargs = _inputs(ctx)
     return renderer(probe, date=date, kwargs=kwargs)
+
+
+def begin(ctx: VerifyContext) -> None:
+    """The official renderer's ids of every probe begun in a process of its own (`references_worker`: its imports
+    and its tokenizer load there, on another core), for `reference_ids` to take. What the worker could not give
+    (it failed, or a probe raised there) is rendered here when asked for, so the outcome is the same."""
+    if ctx.begun_references is not None or ctx.variant is None or ctx.variant.family not in REFERENCES:
+        return
+    _, date, kwargs = _inputs(ctx)
+    fields = ("id", "messages", "tools", "add_generation_prompt", "continue_final_message")
+    try:
+        request = json.dumps(
+            {
+                "family": ctx.variant.family,
+                "date": date,
+                "kwargs": kwargs,
+                "probes": [{name: getattr(p, name) for name in fields} for p in ctx.probes],
+            }
+        )
+    except (TypeError, ValueError):  # what is not JSON is rendered here
+        return
+    wait = json_worker.start([sys.executable, "-m", WORKER_MODULE], request, WORKER_SECONDS)
+    ctx.begun_references = functools.cache(lambda: found if isinstance(found := wait(), dict) else {})
+
+
+# How long the worker may take for every probe (a backstop: the renderers take well under a second).
+WORKER_SECONDS = 120.0
+WORKER_MODULE = "hf_chat_templates.verification.references_worker"

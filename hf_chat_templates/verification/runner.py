@@ -29,6 +29,7 @@ from ..tokenizer.folder import added_tokens_kwargs, read_folder
 from .checks import CHECK_CAUSES, CHECKS, check_ids
 from .checks.engines import begin as begin_engines
 from .context import VerifyContext
+from .references import begin as begin_references
 from .results import CheckResult, VerificationReport
 
 __all__ = [
@@ -62,9 +63,11 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
             hint="hf-chat-templates verify --help",
             parameter="only",
         )
-    if "engine-parity" in wanted:
-        with contextlib.suppress(Exception):  # what fails to begin is begun, and reported, by the check itself
-            begin_engines(ctx)
+    # Work in processes of their own, begun now so that it runs while the checks before its own run here
+    for check_id, begin in (("engine-parity", begin_engines), ("reference-parity", begin_references)):
+        if check_id in wanted:
+            with contextlib.suppress(Exception):  # what fails to begin is done, and reported, by the check itself
+                begin(ctx)
     results = []
     for check_id in wanted:
         try:

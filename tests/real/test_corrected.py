@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -171,3 +172,34 @@ def test_goldens(key: tuple[str, str], installed_variants: dict[tuple[str, str],
         assert current["probes"][probe_id] == expected, (
             f"{path.name}: probe {probe_id} (python scripts/write_goldens.py)"
         )
+
+
+@pytest.mark.parametrize("family", ["gpt-oss", "llama3.2-pythonic"])
+def test_the_reference_worker_gives_the_ids_rendered_here(
+    family: str, installed_variants: dict[tuple[str, str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reference-parity's ids come from a process of its own, begun before the checks: the same ids, the same
+    probes the renderer cannot express; a worker that fails leaves every probe to this process."""
+    from hf_chat_templates.verification import references
+
+    def outcomes(ctx: Any) -> dict[str, Any]:
+        found = {}
+        for probe in ctx.probes:
+            try:
+                found[probe.id] = references.reference_ids(ctx, probe)
+            except references.Unsupported as why:
+                found[probe.id] = f"unsupported: {why}"
+        return found
+
+    folder = installed_variants[(family, "corrected")]
+    here = outcomes(load_context(folder, family=family, variant="corrected")[0])
+    ctx = load_context(folder, family=family, variant="corrected")[0]
+    references.begin(ctx)
+    assert ctx.begun_references is not None and ctx.begun_references()  # the worker answered
+    assert outcomes(ctx) == here
+    assert any(isinstance(v, list) for v in here.values()) and any(isinstance(v, str) for v in here.values())
+    monkeypatch.setattr(references, "WORKER_MODULE", "hf_chat_templates.no_such_worker")
+    broken = load_context(folder, family=family, variant="corrected")[0]
+    references.begin(broken)
+    assert broken.begun_references is not None and broken.begun_references() == {}
+    assert outcomes(broken) == here

@@ -25,14 +25,13 @@ import datetime as _dt
 import functools
 import json
 import re
-import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..rendering import Rendered
+from . import json_worker
 from .base import EngineRendered, RenderJob
 
 _DEFAULTED = re.compile(r"\b(unk_token|pad_token)\b")
@@ -138,34 +137,17 @@ def _worker_command() -> list[str]:
 
 
 def _start_worker(request: str) -> Callable[[], list[_Result] | None]:
-    """`llamacpp_worker` started on `request` and read by a thread; the function returned waits for its results,
-    None when it failed."""
-    try:
-        process = subprocess.Popen(
-            _worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
-    except OSError:
-        return lambda: None
-    found: list[list[_Result] | None] = []
+    """`llamacpp_worker` begun on `request`; the function returned waits for its results, None when it failed."""
+    wait = json_worker.start(_worker_command(), request, WORKER_SECONDS)
 
-    def collect() -> None:
+    def results() -> list[_Result] | None:
+        found = wait()
         try:
-            out, _ = process.communicate(request, timeout=WORKER_SECONDS)
-            lines = [json.loads(line) for line in out.splitlines()] if process.returncode == 0 else None
-            found.append(None if lines is None else [_Result(x["text"], x["error"], x["extra"]) for x in lines])
-        except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError, OSError):
-            process.kill()
-            process.wait()
-            found.append(None)
+            return [_Result(x["text"], x["error"], x["extra"]) for x in found]
+        except (TypeError, KeyError):
+            return None
 
-    reader = threading.Thread(target=collect, name="llama.cpp worker", daemon=True)
-    reader.start()
-
-    def wait() -> list[_Result] | None:
-        reader.join()
-        return found[0] if found else None
-
-    return wait
+    return results
 
 
 def gpt_oss_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

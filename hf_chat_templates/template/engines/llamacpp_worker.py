@@ -1,6 +1,6 @@
 """llama.cpp's engine (ggufdoctor's WebAssembly build) rendering in a process of its own, for
-`llamacpp.LlamaCppEngine.start_all`: a JSON request on stdin, {"template": ..., "contexts": [...]}, and one JSON
-line per context on stdout, {"text", "error", "extra"} of ggufdoctor's `RenderResult`.
+`llamacpp.LlamaCppEngine.start_all`: a JSON request on stdin, {"template": ..., "contexts": [...]}, and on stdout
+a JSON list, {"text", "error", "extra"} of ggufdoctor's `RenderResult` by context.
 
 Run by its path, so that only ggufdoctor and wasmtime load (not this package), and apart from the caller's process:
 its renders run on another core while the caller's checks run, outside the address-space cap and the CPU timer a
@@ -19,9 +19,8 @@ def main() -> None:
     from ggufdoctor.engines.llamacpp_engine import LlamaCppEngine
 
     engine = LlamaCppEngine()
-    for context in request["contexts"]:
-        result = engine.render(request["template"], context)
-        sys.stdout.write(json.dumps({"text": result.text, "error": result.error, "extra": result.extra}) + "\n")
+    results = [engine.render(request["template"], context) for context in request["contexts"]]
+    json.dump([{"text": r.text, "error": r.error, "extra": r.extra} for r in results], sys.stdout)
     sys.stdout.flush()
     # wasmtime's objects freed at interpreter teardown print errors: the process ends here, its output written
     os._exit(0)
