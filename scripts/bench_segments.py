@@ -87,13 +87,16 @@ def write_jsonl(path: Path, count: int, seed: int, make: Any) -> list[dict[str, 
     return records
 
 
-def torchtune_time(records: list[dict[str, Any]]) -> float | None:
-    """torchtune's Llama 3 tokenizer over the messages (tokens and masks), or None when it is not installed."""
+def torchtune_time(records: list[dict[str, Any]]) -> float | str:
+    """torchtune's Llama 3 tokenizer over the messages (tokens and masks), or why it cannot run."""
     if importlib.util.find_spec("torchtune") is None or importlib.util.find_spec("llama_models") is None:
-        return None
-    import llama_models
-    from torchtune.data import Message
-    from torchtune.models.llama3 import llama3_tokenizer
+        return "not installed, skipped (pip install torchtune to add its Llama 3 tokenizer)"
+    try:
+        import llama_models
+        from torchtune.data import Message
+        from torchtune.models.llama3 import llama3_tokenizer
+    except Exception as err:  # torchtune 0.6.1 imports torchao, whose releases follow torch's (0.17.0 for 2.13)
+        return f"does not import here ({type(err).__name__}: {str(err).splitlines()[0][:100]}), skipped"
 
     tokenizer = llama3_tokenizer(str(Path(llama_models.__file__).parent / "llama3" / "tokenizer.model"))
     conversations = [
@@ -155,7 +158,7 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
             **KWARGS,
         )
     loop = time.perf_counter() - start
-    torchtune = torchtune_time(records) if name == "plain chats" else None
+    torchtune = torchtune_time(records) if name == "plain chats" else "plain chats only"
     reports = []
     ours = best(
         lambda: reports.append(prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True)),
@@ -177,10 +180,10 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
     print(f"  bare encode_batch of the rendered strings            : {bare:8.2f} s   1.00x")
     print(f"  segment encoder alone (empty cache at the start)     : {segments:8.2f} s  {segments / bare:5.2f}x")
     print(f"  apply_chat_template(return_assistant_tokens_mask) loop: {loop:8.2f} s  {loop / bare:5.2f}x")
-    if torchtune is not None:
+    if isinstance(torchtune, float):
         print(f"  torchtune llama3_tokenizer.tokenize_messages loop    : {torchtune:8.2f} s  {torchtune / bare:5.2f}x")
     elif name == "plain chats":
-        print("  torchtune: not installed, skipped (pip install torchtune to add its Llama 3 tokenizer)")
+        print(f"  torchtune: {torchtune}")
     print(f"  prepare (render, spans, encode, Arrow)               : {ours:8.2f} s  {ours / bare:5.2f}x")
     print(f"    of which its one-time load (a one-record prepare)  : {fixed:8.2f} s")
     steady = ours - fixed
