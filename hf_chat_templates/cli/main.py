@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 import click
@@ -124,9 +125,15 @@ def process_settings(args: list[str]) -> None:
 
 def _keeps_torch(args: list[str]) -> bool:
     """Whether the command line sets an option that keeps torch visible (`TORCH_OPTIONS`), as `--opt value` or
-    `--opt=value`."""
+    `--opt=value`, or names conversations that are no local file or folder: a Hub dataset, which datasets loads
+    with a hasher that imports torch whenever "torch" is in `sys.modules`."""
     pairs = {*itertools.pairwise(args), *(tuple(a.split("=", 1)) for a in args if "=" in a)}
-    return any(pair in pairs for pair in TORCH_OPTIONS)
+    if any(pair in pairs for pair in TORCH_OPTIONS):
+        return True
+    try:
+        return any(name == "--conversations" and not Path(value).exists() for name, value in pairs)
+    except (OSError, ValueError):  # a value no path can be made of: the command reports it
+        return True
 
 
 def _names_gguf(args: list[str]) -> bool:
