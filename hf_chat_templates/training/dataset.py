@@ -266,13 +266,13 @@ def _parts(
                 rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
                 if previous is not None:
                     previous.result()
+                while queued and all(f.done() for f in queued[0]):  # batches before this one, encoded
+                    yield _joined([f.result() for f in queued.popleft()])
                 first = (left, steps, len(batch)) if not parts else ([], {}, 0)
                 previous = encoder.submit(_finish, features, part[:done], (rendered, problems), first[:2], first[2])
                 parts.append(previous)
                 consumed += done
             queued.append(parts)
-            while len(queued) > 1 or (queued and all(f.done() for f in queued[0])):
-                yield _joined([f.result() for f in queued.popleft()])
         while queued:
             yield _joined([f.result() for f in queued.popleft()])
 

@@ -244,6 +244,7 @@ class SegmentEncoder:
         """The encodings of `texts` (without special tokens added) and the cache's stats for them."""
         if not texts:
             return [], SegmentStats()
+        judged, off = self._judged_on, self.off  # as they were, should this batch be encoded again
         encodings, stats = (self._whole(texts), SegmentStats()) if self.off else self._judged(texts)
         if self.to_prove > 0:
             sample = texts[: self.to_prove]
@@ -252,6 +253,7 @@ class SegmentEncoder:
                 # tiktoken is the first suspect: the batch again with the tokenizer's own encoder, proven anew
                 self.engine, self.engine_off = None, f"{difference} (tiktoken)"
                 self.cache, self._seen = SegmentCache(self.cache.max_bytes), set()
+                self._judged_on, self.off = judged, off
                 return self.encode_batch(texts)
             self.to_prove -= len(sample)
             if difference:

@@ -75,20 +75,24 @@ def test_a_normalizer_or_sentencepiece_keeps_the_tokenizers_own_encoder(llama3_b
     assert encoder.engine is None and encoder.engine_off == "the tokenizer has a normalizer"
 
 
-def test_the_sample_catches_what_the_proof_cannot_and_the_run_goes_on_with_the_tokenizer(llama3_base: Path) -> None:
+def _read_otherwise(encoder: SegmentEncoder) -> None:
+    """The encoder's tiktoken given another regex: what a regex engine that reads the pattern differently would do."""
     import tiktoken
 
-    backend = backend_of(llama3_base)
-    encoder = SegmentEncoder(backend, reason="few repeats")  # whole strings, through the engine
     assert encoder.engine is not None
     engine = encoder.engine
-    # another regex: what a regex engine that reads the pattern differently would do
     engine.encoding = tiktoken.Encoding(
         "other",
         pat_str=r"\S+|\s+",
         mergeable_ranks=engine.encoding._mergeable_ranks,
         special_tokens=engine.encoding._special_tokens,
     )
+
+
+def test_the_sample_catches_what_the_proof_cannot_and_the_run_goes_on_with_the_tokenizer(llama3_base: Path) -> None:
+    backend = backend_of(llama3_base)
+    encoder = SegmentEncoder(backend, reason="few repeats")  # whole strings, through the engine
+    _read_otherwise(encoder)
     texts = ["Hello world, how are you?", "fine"]
     encodings, _ = encoder.encode_batch(texts)
     assert encoder.engine is None
@@ -118,3 +122,16 @@ def test_prepare_says_tiktoken_ran_and_writes_what_the_tokenizers_own_encoder_wr
     assert f"encoder: the tokenizer's own (not tiktoken: turned off ({bpe_engine.SWITCH}=0))" in own.describe()
     assert own.to_dict()["encoder"]["tiktoken"] is False
     assert load_from_disk(str(tmp_path / "fast")).to_dict() == load_from_disk(str(tmp_path / "own")).to_dict()
+
+
+def test_a_batch_encoded_again_without_tiktoken_is_judged_once(llama3_base: Path) -> None:
+    """The sample turns tiktoken off and the batch is encoded again: the segment cache's judgement counts its
+    tokens once, and a verdict reached on the discarded pass does not stay."""
+    backend = backend_of(llama3_base)
+    encoder = SegmentEncoder(backend)  # segments on, judged on the first tokens
+    assert not encoder.off
+    _read_otherwise(encoder)
+    texts = ["<|start_header_id|>user<|end_header_id|>\n\nHello world, how are you?<|eot_id|>", "fine, thanks"]
+    encodings, stats = encoder.encode_batch(texts)
+    assert encoder.engine is None and encoder.engine_off.endswith("(tiktoken)")
+    assert encoder._judged_on.tokens == stats.tokens == sum(len(e) for e in encodings) - 3  # 3 control tokens
