@@ -292,7 +292,7 @@ def begin(ctx: VerifyContext) -> None:
         )
     except (TypeError, ValueError):  # what is not JSON is rendered here
         return
-    wait = json_worker.start([sys.executable, "-m", WORKER_MODULE], request, WORKER_SECONDS)
+    wait = json_worker.start([sys.executable, "-P", "-m", WORKER_MODULE], request, WORKER_SECONDS)
     ctx.begun_references = functools.cache(lambda: found if isinstance(found := wait(), dict) else {})
 
 

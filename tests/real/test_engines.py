@@ -129,3 +129,40 @@ def test_every_default_variant_renders_the_same_in_llamacpp(
         assert ours.ok, f"{family}: transformers cannot render {probe.id}: {ours.error}"
         assert outs[probe.id].ok, f"{family}/{var.name}: llama.cpp cannot render {probe.id}: {outs[probe.id].error}"
         assert outs[probe.id].text == ours.text, f"{family}/{var.name}: {probe.id} differs in llama.cpp"
+
+
+def _jobs() -> list[RenderJob]:
+    variables = {"bos_token": "<s>", "eos_token": "</s>"}
+    chats = [
+        [{"role": "user", "content": f"question {n}"}, {"role": "assistant", "content": "answer"}] for n in range(3)
+    ]
+    return [RenderJob(chat, None, n % 2 == 0, variables) for n, chat in enumerate(chats)]
+
+
+def test_llama_cpp_renders_in_a_worker_process_as_it_renders_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    (engine,) = engine_profiles("llama.cpp")
+    if engine.unavailable():
+        pytest.skip(engine.unavailable())
+    clock = datetime.datetime(2024, 7, 26)
+    template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}{{ raise_exception('no') }}"
+    sources = (GOOD, template, "{% if %}")  # renders, fails in each job, does not parse
+    here = [engine.render_all(source, _jobs(), clock=clock) for source in sources]
+    monkeypatch.setattr(engine, "render_all", None)  # no fallback to this process: the worker's outcomes only
+    assert [engine.start_all(source, _jobs(), clock=clock)() for source in sources] == here
+    assert here[0][0].text and here[1][0].error and here[2][0].error
+
+
+def test_a_llama_cpp_worker_that_fails_leaves_the_renders_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that cannot start, or that dies without its output: the jobs render here, with the same outcomes."""
+    import sys
+
+    from hf_chat_templates.template.engines import llamacpp
+
+    (engine,) = engine_profiles("llama.cpp")
+    if engine.unavailable():
+        pytest.skip(engine.unavailable())
+    clock = datetime.datetime(2024, 7, 26)
+    here = engine.render_all(GOOD, _jobs(), clock=clock)
+    for command in (["/nonexistent/python"], ["false"], [sys.executable, "-c", "print('{}')"]):
+        monkeypatch.setattr(llamacpp, "_worker_command", lambda command=command: command)
+        assert engine.start_all(GOOD, _jobs(), clock=clock)() == here

@@ -22,13 +22,14 @@ def start(command: list[str], request: str, seconds: float) -> Callable[[], Any]
     found: list[Any] = []
 
     def collect() -> None:
-        try:
-            out, _ = process.communicate(request, timeout=seconds)
-            found.append(json.loads(out) if process.returncode == 0 else None)
-        except (subprocess.TimeoutExpired, ValueError, OSError):
-            process.kill()
-            process.wait()
-            found.append(None)
+        with process:  # its pipes closed and the child reaped, whatever happens here
+            try:
+                out, _ = process.communicate(request, timeout=seconds)
+                found.append(json.loads(out) if process.returncode == 0 else None)
+            except Exception:  # ran past `seconds`, wrote no JSON, a broken pipe: the caller does the work
+                process.kill()
+                process.communicate()
+                found.append(None)
 
     reader = threading.Thread(target=collect, name=f"worker {command[-1]}", daemon=True)
     reader.start()

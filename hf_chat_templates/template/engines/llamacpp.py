@@ -133,7 +133,8 @@ class _Result(NamedTuple):
 
 
 def _worker_command() -> list[str]:
-    return [sys.executable, str(Path(__file__).with_name("llamacpp_worker.py"))]
+    # -P: the script's folder (this package's engines) is not put first on the worker's import path
+    return [sys.executable, "-P", str(Path(__file__).with_name("llamacpp_worker.py"))]
 
 
 def _start_worker(request: str) -> Callable[[], list[_Result] | None]:
