@@ -329,3 +329,31 @@ def added_tokens_kwargs(files: Any) -> dict[str, Any]:
             for t in files.tokenizer_json.get("added_tokens", [])
         }
     }
+
+
+# tokenizer_config.json's classes that AutoTokenizer loads as TokenizersBackend itself, when nothing else in the
+# folder can make it pick another: no config.json (a model type maps to its own class) and no auto_map (remote code).
+PLAIN_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(path: str | Path, files: TokenizerFolder | None) -> Any:
+    """The folder's tokenizer as `AutoTokenizer.from_pretrained` loads it, with `added_tokens_kwargs(files)`.
+
+    A folder read by `read_folder` whose tokenizer_config.json names a plain class (`PLAIN_CLASSES`) is loaded
+    with TokenizersBackend directly, the class AutoTokenizer ends with for it: the same tokenizer, without
+    importing AutoTokenizer's tables of every model type (0.4 s). Any other folder, or `files` None (a source not
+    read here), goes through AutoTokenizer."""
+    kwargs = added_tokens_kwargs(files)
+    if (
+        files is not None
+        and files.tokenizer_json is not None
+        and files.tokenizer_config.get("tokenizer_class") in PLAIN_CLASSES
+        and "auto_map" not in files.tokenizer_config
+        and "config.json" not in files.files
+    ):
+        from transformers import TokenizersBackend
+
+        return TokenizersBackend.from_pretrained(str(path), _from_auto=True, **kwargs)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path), **kwargs)

@@ -41,7 +41,7 @@ from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
 from ..tokenizer.folder import TOKENIZER_JSON, TokenizerFolder, read_folder
-from .loading import added_tokens_kwargs, compile_template
+from .loading import compile_template, load_tokenizer
 from .segments import SegmentEncoder, SegmentStats, return_freed_memory
 from .shapes import ShapeRenderer, ShapeStats, shape_renderer
 from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
@@ -157,12 +157,10 @@ def load_state(
     stop_tokens: Iterable[str] | None,
     control_tokens: Iterable[str] | None,
 ) -> FeatureState:
-    from transformers import AutoTokenizer
-
     folder = Path(source)
     # The folder through the validated reader first: a corrupt file is named, never an unexpected error
     files = read_folder(folder) if folder.is_dir() else None
-    tokenizer = AutoTokenizer.from_pretrained(source, **added_tokens_kwargs(files))
+    tokenizer = load_tokenizer(source, files)
     plain, marked, origin = _templates(tokenizer, source, template)
     tokens = template_tokens(
         tokenizer,

@@ -2,7 +2,8 @@
 
 - The tokenizer: `tokenizer.json` is parsed once here (to validate the folder) and once by the tokenizers library;
   transformers would parse it a third time, in Python, to find the added tokens when `tokenizer_config.json` has
-  no `added_tokens_decoder` (`added_tokens_kwargs` hands it the ones already parsed).
+  no `added_tokens_decoder` (`load_tokenizer` hands it the ones already parsed), and a plain TokenizersBackend
+  folder is loaded without importing AutoTokenizer's tables of every model type.
 - The template: rendering differences render every record several times (once per prefix), and a template that
   writes the tools with `tojson(indent=4)` serializes them again each time with Python's pure-Python encoder (the C
   one has no indent). `memoized_tojson` compiles the template with a `tojson` that keeps the text of each value it
@@ -15,10 +16,10 @@ import json
 from typing import Any
 
 from .. import _compat
-from ..tokenizer.folder import added_tokens_kwargs
+from ..tokenizer.folder import load_tokenizer
 from .followed import shape_concat, shape_filters, shape_join, shape_tojson
 
-__all__ = ["added_tokens_kwargs", "compile_template", "memoized_tojson"]
+__all__ = ["compile_template", "load_tokenizer", "memoized_tojson"]
 
 MEMO_ENTRIES = 4096  # distinct values kept (tool schemas, argument objects); the memo starts over past it
 

@@ -25,7 +25,7 @@ from ..installation.apply import install
 from ..template.engines.registry import engine_names
 from ..template.rendering import named_template
 from ..tokenizer.base import base_tokenizer
-from ..tokenizer.folder import added_tokens_kwargs, read_folder
+from ..tokenizer.folder import load_tokenizer, read_folder
 from .checks import CHECK_CAUSES, CHECKS, check_ids
 from .checks.engines import begin as begin_engines
 from .context import VerifyContext
@@ -173,14 +173,12 @@ def load_context(
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
     `data_fields`: records per field of the data to train on, when known (`verify --conversations`)."""
-    from transformers import AutoTokenizer
-
     engine_names(engines)  # an unknown engine name fails before the tokenizer loads
     choice = choose_template(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
     )
     folder = read_folder(choice.path)
-    tokenizer = AutoTokenizer.from_pretrained(str(choice.path), **added_tokens_kwargs(folder))
+    tokenizer = load_tokenizer(choice.path, folder)
     text = choice.template if choice.template is not None else named_template(tokenizer)
     if text is None:
         raise UsageError(

@@ -1,0 +1,79 @@
+"""`load_tokenizer`: a plain TokenizersBackend folder loads without AutoTokenizer, as AutoTokenizer would load it;
+any folder where AutoTokenizer could pick another class goes through AutoTokenizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers import AutoTokenizer
+
+from hf_chat_templates.tokenizer.folder import load_tokenizer, read_folder
+
+from ..helpers import build_toy_tokenizer
+
+
+def _state(tokenizer: Any) -> tuple[Any, ...]:
+    return (
+        type(tokenizer),
+        tokenizer.init_kwargs,
+        tokenizer.special_tokens_map,
+        {i: str(t) for i, t in tokenizer.added_tokens_decoder.items()},
+        tokenizer.chat_template,
+        tokenizer.backend_tokenizer.to_str(),
+    )
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> Path:
+    folder = build_toy_tokenizer(tmp_path / "tok")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("declared", ["TokenizersBackend", "PreTrainedTokenizerFast"])
+def test_a_plain_folder_loads_as_autotokenizer_loads_it_without_it(
+    plain: Path, declared: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = json.loads((plain / "tokenizer_config.json").read_text())
+    (plain / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": declared}))
+    expected = _state(AutoTokenizer.from_pretrained(str(plain)))
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("AutoTokenizer was used")
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", refused)
+    assert _state(load_tokenizer(plain, read_folder(plain))) == expected
+
+
+@pytest.mark.parametrize(
+    ("config_change", "extra_file"),
+    [
+        ({"tokenizer_class": "GPT2Tokenizer"}, None),
+        ({"auto_map": {"AutoTokenizer": [None, "tok.MyTokenizer"]}}, None),
+        ({}, ("config.json", {"model_type": "gpt2"})),
+        ({"tokenizer_class": None}, None),
+    ],
+    ids=["another-class", "auto-map", "config-json", "no-class"],
+)
+def test_a_folder_autotokenizer_may_load_otherwise_goes_through_it(
+    plain: Path, config_change: dict[str, Any], extra_file: tuple[str, Any] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = {k: v for k, v in json.loads((plain / "tokenizer_config.json").read_text()).items()}
+    config.update(config_change)
+    (plain / "tokenizer_config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    if extra_file is not None:
+        (plain / extra_file[0]).write_text(json.dumps(extra_file[1]))
+    calls: list[str] = []
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda path, **kwargs: calls.append(path) or "auto")
+    assert load_tokenizer(plain, read_folder(plain)) == "auto"
+    assert calls == [str(plain)]
+
+
+def test_a_source_not_read_goes_through_autotokenizer(plain: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda path, **kwargs: "auto")
+    assert load_tokenizer(plain, None) == "auto"
