@@ -20,8 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from ..errors import ConfigError, UnknownNameError, closest_hint
-from ..template.syntax import check_template_syntax, read_template_file
+from ..template.syntax import PARSE_SETTINGS, check_template_syntax, read_template_file
+from ..tokenizer.base import cache_root
 
 CONFIG_FILE = "family.toml"
 # More family folders: a list of folders in this variable, and the folders packages register in this group.
@@ -246,8 +249,7 @@ def _load_variant(
             )
     provenance = vraw.get("provenance", {})
     _check_keys(provenance, _PROVENANCE_KEYS, where + "provenance.", file)
-    source = read_template_file(template_path)
-    check_template_syntax(source, template_path)
+    _check_syntax_once(read_template_file(template_path), template_path)
     return Variant(
         family=family,
         name=vname,
@@ -258,6 +260,22 @@ def _load_variant(
         kwargs=_load_kwargs(vraw.get("kwargs", {}), where, file),
         provenance=dict(provenance),
     )
+
+
+def _check_syntax_once(source: str, path: Path) -> None:
+    """`check_template_syntax`, remembered across runs for a text that parsed: every command loads every family,
+    and parsing them all again each time is most of that load. The mark is keyed by the text, jinja2's version and
+    the parse settings; a cache folder that cannot be written only means parsing again."""
+    digest = hashlib.sha256(f"{PARSE_SETTINGS}\n{source}".encode()).hexdigest()
+    mark = cache_root() / "parsed-templates" / f"{digest}-jinja2-{jinja2.__version__}"
+    if mark.exists():
+        return
+    check_template_syntax(source, path)
+    try:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    except OSError:
+        pass
 
 
 def load_family(directory: Path) -> Family:

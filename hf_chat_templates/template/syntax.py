@@ -36,6 +36,10 @@ class _GenerationTag(jinja2.ext.Extension):
         return jinja2.nodes.Scope(body).set_lineno(lineno)
 
 
+# What `parse_environment` parses with, for a record of a text that parsed: changed whenever its settings change.
+PARSE_SETTINGS = "trim_blocks,lstrip_blocks,loopcontrols,generation-1"
+
+
 @lru_cache(maxsize=1)
 def parse_environment() -> ImmutableSandboxedEnvironment:
     return ImmutableSandboxedEnvironment(

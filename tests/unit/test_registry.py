@@ -136,3 +136,26 @@ def test_template_with_carriage_return_is_refused(family_copy: Path) -> None:
     path.write_bytes(b"line one\r\n{{ bos_token }}")
     with pytest.raises(TemplateError, match="line 1: the template contains a carriage return"):
         load_family(family_copy)
+
+
+def test_a_template_that_parsed_is_not_parsed_again_and_one_that_does_not_always_fails(
+    family_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hf_chat_templates.families import registry
+
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
+    parsed: list[Path] = []
+    check = registry.check_template_syntax
+    monkeypatch.setattr(
+        registry, "check_template_syntax", lambda source, path: parsed.append(path) or check(source, path)
+    )
+    load_family(family_copy)
+    first = sorted(parsed)
+    assert first and len(list((tmp_path / "cache" / "parsed-templates").iterdir())) == len(first)
+    load_family(family_copy)
+    assert sorted(parsed) == first  # the second load parsed none
+    path = family_copy / "upstream.jinja"
+    path.write_text(path.read_text() + "{% if broken %}")
+    for _ in range(2):
+        with pytest.raises(TemplateError, match="does not parse"):
+            load_family(family_copy)
