@@ -60,9 +60,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(autouse=True)
 def _no_node_in_unit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The unit tier runs no subprocess: the transformers.js profile (a node process) is unavailable there, so
-    engine-parity skips it with its reason; tests/real renders with it."""
+    engine-parity skips it with its reason, and verify's workers (llama.cpp, the official renderers) cannot start,
+    so their work is done in the test's process; tests/real runs them."""
     if tier_of(request.node.path) == "unit":
+        from hf_chat_templates.template.engines import json_worker
+
         monkeypatch.setenv("HF_CHAT_TEMPLATES_JS_DIR", str(TESTS / "no-js-in-the-unit-tier"))
+        monkeypatch.setattr(json_worker, "_popen", lambda command: None)
 
 
 def _refuse_in_unit(fixture: str) -> None:

@@ -273,6 +273,17 @@ def reference_ids(ctx: VerifyContext, probe: Probe) -> list[int]:
     return renderer(probe, date=date, kwargs=kwargs)
 
 
+def _worker_command(family: str) -> list[str]:
+    return [sys.executable, "-P", "-m", WORKER_MODULE, family]
+
+
+def prestart(family: str | None) -> None:
+    """The worker `begin` hands the probes to, begun now for `family` when it has an official renderer: it imports
+    the renderer and loads its tokenizer while the caller loads its own."""
+    if family in REFERENCES:
+        json_worker.prestart(_worker_command(family))
+
+
 def begin(ctx: VerifyContext) -> None:
     """The official renderer's ids of every probe begun in a process of its own (`references_worker`: its imports
     and its tokenizer load there, on another core), for `reference_ids` to take. What the worker could not give
@@ -292,7 +303,7 @@ def begin(ctx: VerifyContext) -> None:
         )
     except (TypeError, ValueError):  # what is not JSON is rendered here
         return
-    wait = json_worker.start([sys.executable, "-P", "-m", WORKER_MODULE], request, WORKER_SECONDS)
+    wait = json_worker.start(_worker_command(ctx.variant.family), request, WORKER_SECONDS)
     ctx.begun_references = functools.cache(lambda: found if isinstance(found := wait(), dict) else {})
 
 

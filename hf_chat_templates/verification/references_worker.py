@@ -1,6 +1,10 @@
 """The official renderers' ids of verify's probes in a process of its own (`references.begin`): a JSON request on
 stdin ({"family", "date", "kwargs", "probes"}), and on stdout one JSON object by probe id: {"ids": [...]},
 {"unsupported": why}, or {} where the renderer raised (the caller renders that probe itself, and reports it).
+
+With a family as its argument it sets up that family's renderer (its imports, its tokenizer) before it reads the
+request, so that one begun early (`json_worker.prestart`) is ready when the request comes; stdin closed with no
+request ends it.
 """
 
 from __future__ import annotations
@@ -22,8 +26,17 @@ def outcome(renderer: Any, probe: Probe, date: str, kwargs: dict[str, Any]) -> d
         return {}
 
 
+# What sets a renderer up: a conversation every official renderer expresses.
+WARM_UP = Probe("warm-up", ({"role": "user", "content": "Hello"},), None, True, False)
+
+
 def main() -> None:
-    request = json.load(sys.stdin)
+    if sys.argv[1:] and sys.argv[1] in REFERENCES:
+        outcome(REFERENCES[sys.argv[1]][1], WARM_UP, "01 Jan 2026", {})
+    data = sys.stdin.read()
+    if not data:  # the caller asked for nothing
+        return
+    request = json.loads(data)
     renderer = REFERENCES[request["family"]][1]
     found = {}
     for fields in request["probes"]:

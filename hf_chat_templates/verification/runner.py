@@ -19,17 +19,21 @@ from typing import Any
 
 from ..conversations.probes import Probe
 from ..errors import UsageError, option
-from ..families.registry import Family, Variant, list_families
-from ..families.source import choose_template
+from ..families.registry import Family, Variant, identify, list_families
+from ..families.source import TemplateChoice, choose_template
 from ..installation.apply import install
+from ..template.engines import json_worker
 from ..template.engines.registry import engine_names
 from ..template.rendering import named_template
+from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
-from ..tokenizer.folder import load_tokenizer, read_folder
+from ..tokenizer.folder import CHAT_TEMPLATE_FILE, load_tokenizer, read_folder
 from .checks import CHECK_CAUSES, CHECKS, check_ids
 from .checks.engines import begin as begin_engines
+from .checks.engines import prestart as prestart_engines
 from .context import VerifyContext
 from .references import begin as begin_references
+from .references import prestart as prestart_references
 from .results import CheckResult, VerificationReport
 
 __all__ = [
@@ -68,6 +72,7 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
         if check_id in wanted:
             with contextlib.suppress(Exception):  # what fails to begin is done, and reported, by the check itself
                 begin(ctx)
+    json_worker.close_idle()  # begun early for a check that does not ask them after all
     results = []
     for check_id in wanted:
         try:
@@ -134,7 +139,8 @@ def verify_with_context(
 ) -> tuple[VerificationReport, VerifyContext]:
     """`verify`, and the context its checks read (the token view draws failures from it). `options` are
     `load_context`'s: family, variant, template, kwargs, revision, token."""
-    ctx, fam, var, path = load_context(source, **options)
+    only = list(only) if only is not None else None
+    ctx, fam, var, path = load_context(source, prestart_for=only or check_ids(), **options)
     results = run_checks(ctx, only)
     return VerificationReport(
         source=str(source),
@@ -154,6 +160,30 @@ def verify_with_context(
     ), ctx
 
 
+def _family_hint(choice: TemplateChoice) -> str | None:
+    """The bundled family whose template will be verified, as far as it is known before the tokenizer loads: the
+    one named, or the one whose template is the file given or the folder's chat_template.jinja."""
+    if choice.variant is not None:
+        return choice.variant.family
+    text = choice.template
+    if text is None:
+        try:
+            text = transformers_text((choice.path / CHAT_TEMPLATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):  # read, and reported, with the folder
+            return None
+    found = identify(text)
+    return found[0].name if found is not None else None
+
+
+def _prestart(checks: set[str], choice: TemplateChoice, engines: Iterable[str] | str | None) -> None:
+    """The processes of `checks` begun before the tokenizer loads, to set themselves up meanwhile: a guess at
+    what they will be asked (no family found, none begun), never what they are asked."""
+    if "engine-parity" in checks:
+        prestart_engines(engines)
+    if "reference-parity" in checks:
+        prestart_references(_family_hint(choice))
+
+
 def load_context(
     source: str | Path,
     *,
@@ -170,13 +200,16 @@ def load_context(
     sanitize: bool = False,
     engines: Iterable[str] | str | None = None,
     data_fields: dict[str, int] | None = None,
+    prestart_for: Iterable[str] = (),
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
-    `data_fields`: records per field of the data to train on, when known (`verify --conversations`)."""
+    `data_fields`: records per field of the data to train on, when known (`verify --conversations`).
+    `prestart_for`: the checks to be run whose processes of their own begin now, before the tokenizer loads."""
     engine_names(engines)  # an unknown engine name fails before the tokenizer loads
     choice = choose_template(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
     )
+    _prestart(set(prestart_for), choice, engines)
     folder = read_folder(choice.path)
     tokenizer = load_tokenizer(choice.path, folder)
     text = choice.template if choice.template is not None else named_template(tokenizer)

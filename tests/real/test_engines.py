@@ -166,3 +166,78 @@ def test_a_llama_cpp_worker_that_fails_leaves_the_renders_to_this_process(monkey
     for command in (["/nonexistent/python"], ["false"], [sys.executable, "-c", "print('{}')"]):
         monkeypatch.setattr(llamacpp, "_worker_command", lambda command=command: command)
         assert engine.start_all(GOOD, _jobs(), clock=clock)() == here
+
+
+def test_a_worker_begun_early_is_the_one_handed_the_request_and_one_never_asked_is_ended() -> None:
+    import os
+    import sys
+
+    from hf_chat_templates.template.engines import json_worker
+
+    echo = [sys.executable, "-c", "import json, os, sys; print(json.dumps([os.getpid(), sys.stdin.read()]))"]
+    json_worker.prestart(echo)
+    json_worker.prestart(echo)  # one at a time: the second is not begun
+    (early,) = [p for key, p in json_worker._IDLE.items() if list(key) == echo]
+    assert json_worker.start(echo, "request", 60)() == [early.pid, "request"]
+    assert json_worker.start(echo, "again", 60)()[1] == "again"  # none waiting: begun on the spot
+    json_worker.prestart(echo)
+    (unasked,) = json_worker._IDLE.values()
+    json_worker.close_idle()
+    assert not json_worker._IDLE and unasked.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(unasked.pid, 0)
+
+
+def test_llama_cpp_facts_come_from_its_worker_without_loading_the_engine_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hf_chat_templates.template.engines import llamacpp
+
+    engine = LlamaCppEngine()
+    if engine.unavailable():
+        pytest.skip(engine.unavailable())
+    loaded = (engine.version, engine.fixed_clock)
+    monkeypatch.setattr(llamacpp, "_REPORTED", {})
+    monkeypatch.setattr(llamacpp, "_wasm_engine", None)  # any use of the engine here fails
+    rendered = engine.start_all(GOOD, _jobs(), clock=datetime.datetime(2024, 7, 26))()
+    assert all(r.ok for r in rendered)
+    assert (engine.version, engine.fixed_clock) == loaded and engine.unavailable() is None
+
+
+def test_verify_begins_each_worker_once_before_the_tokenizer_loads(
+    installed_variants: dict[tuple[str, str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The llama.cpp and official-renderer workers are begun before the tokenizer loads and are the ones asked;
+    the report is the same as when each is begun when asked."""
+    from hf_chat_templates.template.engines import json_worker
+    from hf_chat_templates.verification import runner
+
+    folder = installed_variants[("llama3.2-pythonic", "corrected")]
+    only = ["engine-parity", "reference-parity"]
+    with monkeypatch.context() as late:
+        late.setattr(runner, "_prestart", lambda *args: None)
+        unprimed = runner.verify(folder, only=only, engines="llama.cpp")
+    begun: list[tuple[str, bool]] = []
+    popen = json_worker._popen
+    monkeypatch.setattr(json_worker, "_popen", lambda command: begun.append((command[-1], loaded)) or popen(command))
+    loaded = False
+    load = runner.load_tokenizer
+
+    def load_tokenizer(*args: object) -> object:
+        nonlocal loaded
+        loaded = True
+        return load(*args)
+
+    monkeypatch.setattr(runner, "load_tokenizer", load_tokenizer)
+    report = runner.verify(folder, only=only, engines="llama.cpp")
+    assert sorted(begun) == sorted([("llama3.2-pythonic", False), (llamacpp_worker_path(), False)])
+    assert [(r.id, r.severity, r.message) for r in report.checks] == [
+        (r.id, r.severity, r.message) for r in unprimed.checks
+    ]
+    assert not json_worker._IDLE
+
+
+def llamacpp_worker_path() -> str:
+    from hf_chat_templates.template.engines import llamacpp
+
+    return llamacpp._worker_command()[-1]

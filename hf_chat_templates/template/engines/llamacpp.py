@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import datetime as _dt
 import functools
+import importlib.util
 import json
 import re
 import sys
@@ -60,6 +61,27 @@ def _wasm_engine() -> Any:
     return WasmEngine()
 
 
+# What a worker (`llamacpp_worker`) found of the engine it ran: whether it runs here, its build, its pinned clock.
+# Once known, this process says so without loading the engine itself.
+_REPORTED: dict[str, Any] = {}
+
+
+def _facts() -> dict[str, Any]:
+    """The engine's facts, as a worker reported them, else from the engine loaded here (ImportError without it)."""
+    if _REPORTED:
+        return _REPORTED
+    from ggufdoctor.engines.jinja2_engine import PINNED_NOW
+
+    engine = _wasm_engine()
+    return {
+        "available": engine.available,
+        "reason": engine.unavailable_reason,
+        "version": engine.version,
+        "commit": engine.commit,
+        "pinned_now": PINNED_NOW.isoformat(),
+    }
+
+
 class LlamaCppEngine:
     """The `llama.cpp` profile: llama.cpp's Jinja engine and message normalization, from ggufdoctor."""
 
@@ -71,23 +93,21 @@ class LlamaCppEngine:
     def version(self) -> str:
         if self.unavailable():
             return "missing"
-        engine = _wasm_engine()
-        return f"{engine.version} ({engine.commit[:12]}, via ggufdoctor's WebAssembly build)"
+        facts = _facts()
+        return f"{facts['version']} ({facts['commit'][:12]}, via ggufdoctor's WebAssembly build)"
 
     @property
     def fixed_clock(self) -> _dt.datetime:
         """The moment the module's `strftime_now` reads: ggufdoctor pins it, and a caller's clock cannot move it."""
-        from ggufdoctor.engines.jinja2_engine import PINNED_NOW
-
-        return PINNED_NOW
+        return _dt.datetime.fromisoformat(_facts()["pinned_now"])
 
     def unavailable(self) -> str | None:
         try:
-            engine = _wasm_engine()
+            facts = _facts()
         except ImportError as err:
             return f"the llama.cpp profile needs the package 'ggufdoctor' ({err}); pip install ggufdoctor"
-        if not engine.available:
-            return f"ggufdoctor's llama.cpp engine cannot run here: {engine.unavailable_reason}"
+        if not facts["available"]:
+            return f"ggufdoctor's llama.cpp engine cannot run here: {facts['reason']}"
         return None
 
     def render_all(self, template: str, jobs: list[RenderJob], *, clock: _dt.datetime) -> list[Rendered]:
@@ -96,10 +116,18 @@ class LlamaCppEngine:
         engine = _wasm_engine()
         return [_outcome(engine.render(template, _context(template, job)), template, job) for job in jobs]
 
+    def prestart(self) -> None:
+        """The worker `start_all` hands its jobs to, begun now: it loads the engine while the caller loads its own
+        (when ggufdoctor is installed; whether it can run here is asked later, by `unavailable`)."""
+        if importlib.util.find_spec("ggufdoctor") is not None:
+            json_worker.prestart(_worker_command())
+
     def start_all(self, template: str, jobs: list[RenderJob], *, clock: _dt.datetime) -> Callable[[], list[Rendered]]:
         """`render_all` begun in a process of its own (`llamacpp_worker`), which renders while the caller works;
         the function returned waits for it. Should that process fail (it cannot start, it dies, its output is not
         the jobs'), the jobs are rendered here instead: the same engine, the same outcomes."""
+        if importlib.util.find_spec("ggufdoctor") is None:  # as `render_all` fails here, and `unavailable` says why
+            return lambda: self.render_all(template, jobs, clock=clock)
         contexts = [_context(template, job) for job in jobs]
         try:
             request = json.dumps({"template": template, "contexts": contexts})
@@ -144,9 +172,12 @@ def _start_worker(request: str) -> Callable[[], list[_Result] | None]:
     def results() -> list[_Result] | None:
         found = wait()
         try:
-            return [_Result(x["text"], x["error"], x["extra"]) for x in found]
+            facts = {key: found["engine"][key] for key in ("available", "reason", "version", "commit", "pinned_now")}
+            outcomes = [_Result(x["text"], x["error"], x["extra"]) for x in found["results"]]
         except (TypeError, KeyError):
             return None
+        _REPORTED.update(facts)
+        return outcomes if facts["available"] else None
 
     return results
 

@@ -95,7 +95,9 @@ def render_in(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> dict[s
 def start_in(ctx: VerifyContext, engine: Engine, probes: list[Probe]) -> Callable[[], dict[str, Rendered]]:
     """`render_in` begun, for a profile that renders in a process of its own (`start_all`: transformers.js in
     node): its batches start now and render while the caller works; the function returned waits for them."""
-    clock = getattr(engine, "fixed_clock", None) or CLOCKS[0]
+    # A profile with a `fixed_clock` renders at it whatever it is given, so it is not asked for it here: asking
+    # may load in this process the engine that `start_all` runs in another.
+    clock = CLOCKS[0]
     begun: list[tuple[list[Probe], Callable[[], list[Rendered]] | Exception]] = []
     for template, group, jobs in _batches(ctx, probes):
         try:
@@ -331,9 +333,24 @@ def compare(
     return findings, summary
 
 
+def _collected(
+    engine: Engine, outcomes: Callable[[], dict[str, Rendered]]
+) -> tuple[Engine, Callable[[], dict[str, Rendered]]]:
+    found = outcomes()
+    return engine, lambda: found
+
+
 def _compared(ctx: VerifyContext) -> list[Probe]:
     """The probes the engines render: those transformers renders, prefills left out."""
     return [p for p in ctx.probes if not p.continue_final_message and ctx.rendered[p.id].ok]
+
+
+def prestart(engines: Any) -> None:
+    """The processes of the profiles among `engines` that render in one of their own begun now, before the
+    tokenizer loads: they set up their engine meanwhile, and `begin` hands them the probes."""
+    for engine in engine_profiles(engines):
+        if hasattr(engine, "prestart"):
+            engine.prestart()
 
 
 def begin(ctx: VerifyContext) -> None:
@@ -342,9 +359,8 @@ def begin(ctx: VerifyContext) -> None:
     `engine_parity` collects them from `ctx.begun_engines`."""
     probes = _compared(ctx)
     for engine in engine_profiles(ctx.engines):
-        if engine.name in ctx.begun_engines or engine.unavailable():
-            continue
-        if hasattr(engine, "start_all"):
+        # whether it runs here is not asked first: its own process says so (asking may load the engine here)
+        if engine.name not in ctx.begun_engines and hasattr(engine, "start_all"):
             ctx.begun_engines[engine.name] = (engine, start_in(ctx, engine, probes))
 
 
@@ -360,7 +376,8 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
     findings: list[Finding] = []
     engines: dict[str, Any] = {}
     begin(ctx)  # what `run_checks` has not begun before the first check
-    begun = {name: ctx.begun_engines.pop(name) for name in list(ctx.begun_engines)}
+    # collected first: a profile's own process also says whether it runs here, and which build it is
+    begun = {name: _collected(*ctx.begun_engines.pop(name)) for name in list(ctx.begun_engines)}
     profiles = [(engine, engine.unavailable()) for engine in engine_profiles(ctx.engines)]
     for engine, why in profiles:
         if why:
