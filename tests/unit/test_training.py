@@ -165,6 +165,14 @@ def test_assistant_mask_fails_when_the_training_template_renders_other_text(tmp_
     assert "(message 1)" in result.message
 
 
+def test_assistant_mask_fails_when_the_training_template_does_not_render(tmp_path: Path) -> None:
+    training = marked(False, True).replace("{%- generation -%}", "{%- generation -%}{{ raise_exception('no') }}", 1)
+    folder = with_training(chatml_folder(tmp_path / "tok"), training)
+    result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
+    assert result.status == "fail"
+    assert "probe plain: the folder's training template does not render: TemplateError: no" in result.message
+
+
 def test_assistant_mask_fails_when_the_training_template_has_no_markers(tmp_path: Path) -> None:
     folder = with_training(chatml_folder(tmp_path / "tok"), PLAIN)
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")

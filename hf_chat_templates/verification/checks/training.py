@@ -114,32 +114,40 @@ def _check_probe(
     findings: list[Finding],
     untrained: list[Finding],
 ) -> None:
-    """The training template renders the probe's text, and its mask is the render-difference spans."""
+    """The training template renders the probe's text, and its mask is the render-difference spans. The text it
+    renders is compared only when its ids are not the template's (the same ids are the same text to train on)."""
     text = ctx.rendered[probe.id].text or ""
     for index, why in found.untrained:
         untrained.append(
             Finding(probe.id, f"probe {probe.id}: message {index} is not trained: {why}", {"message_index": index})
         )
     flags = {"add_generation_prompt": probe.add_generation_prompt}
-    other = training.render(probe.message_list(), probe.tool_list(), **flags)
-    if not other.ok:
-        findings.append(Finding(probe.id, f"probe {probe.id}: {origin} does not render: {other.error}"))
-        return
-    if other.text != text:
-        findings.append(
-            ctx.text_difference(
-                probe,
-                f"{origin} renders differently from the template",
-                ("template", "training"),
-                text,
-                other.text or "",
-            )
-        )
-        return
     ids, offsets = ctx.renderer.encode_with_offsets(text)
+    raised: Exception | None = None
+    try:
+        result = training.assistant_mask(probe.message_list(), probe.tool_list(), **flags)
+    except Exception as err:  # raised again below unless the training template's text says why
+        result, raised = None, err
+    if result is None or result[0] != ids:
+        other = training.render(probe.message_list(), probe.tool_list(), **flags)
+        if not other.ok:
+            findings.append(Finding(probe.id, f"probe {probe.id}: {origin} does not render: {other.error}"))
+            return
+        if other.text != text:
+            findings.append(
+                ctx.text_difference(
+                    probe,
+                    f"{origin} renders differently from the template",
+                    ("template", "training"),
+                    text,
+                    other.text or "",
+                )
+            )
+            return
+        if raised is not None:
+            raise raised
     expected = token_mask(offsets, found.spans)
     _span_findings(ctx, probe, found, ids, offsets, findings, untrained)
-    result = training.assistant_mask(probe.message_list(), probe.tool_list(), **flags)
     if result is None:
         findings.append(
             Finding(
