@@ -35,7 +35,7 @@ from ..errors import UsageError, option
 from ..families.source import choose_template
 from ..template.limits import RenderLimits
 from ..template.rendering import named_template
-from ..tokenizer.folder import read_folder
+from ..tokenizer.folder import load_tokenizer, read_folder
 from ..tokenizer.lossless import lossless_unless
 from .checks import RECORD_CHECK_IDS, RECORD_CHECKS, WARNING_ONLY
 from .checks.tokens import bos_positions
@@ -138,10 +138,8 @@ class RecordChecker:
     def __init__(
         self, source: str, template: str | None, kwargs: dict[str, Any], only: tuple[str, ...] | None = None
     ) -> None:
-        from transformers import AutoTokenizer
-
         self.record_checks = [(c, check) for c, check in RECORD_CHECKS if only is None or c in only]
-        self.tokenizer = AutoTokenizer.from_pretrained(source)
+        self.tokenizer = load_tokenizer(source, read_folder(source) if Path(source).is_dir() else None)
         found = template or named_template(self.tokenizer)
         if found is None:
             raise _no_template(source)
