@@ -120,7 +120,9 @@ def merges_reason(model: dict[str, Any]) -> str:
 def _proof(backend: Any, source: Path | None) -> str:
     """`merges_reason` for the backend's model, from the cache folder when proven before. The key is the hash of
     the `source` file the backend was loaded from (hashing it is ten times cheaper than serializing the model), or
-    of the serialized model."""
+    of the serialized model, and the tokenizers version that loaded it."""
+    import tokenizers
+
     from ..tokenizer.base import cache_root
 
     state: bytes | None = None
@@ -129,7 +131,7 @@ def _proof(backend: Any, source: Path | None) -> str:
     else:
         state = backend.model.__getstate__()
         key = hashlib.sha256(state).hexdigest()
-    path = cache_root() / "bpe-proofs" / f"{key}-{_PROOF_VERSION}.json"
+    path = cache_root() / "bpe-proofs" / f"{key}-tokenizers-{tokenizers.__version__}-{_PROOF_VERSION}.json"
     try:
         return str(json.loads(path.read_text(encoding="utf-8"))["reason"])
     except (OSError, ValueError, KeyError, TypeError):
