@@ -4,6 +4,7 @@ check failing on broken masks."""
 from __future__ import annotations
 
 import datetime
+import json
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,20 @@ def test_assistant_mask_fails_when_the_training_template_does_not_render(tmp_pat
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "fail"
     assert "probe plain: the folder's training template does not render: TemplateError: no" in result.message
+
+
+def test_assistant_mask_compares_the_text_where_two_texts_give_the_same_ids(tmp_path: Path) -> None:
+    """An end token that strips the whitespace after it encodes the training template's text without the newline
+    to the same ids: the text itself still differs, and is reported."""
+    folder = chatml_folder(tmp_path / "tok")
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    next(t for t in tj["added_tokens"] if t["content"] == "<|im_end|>")["rstrip"] = True
+    (folder / "tokenizer.json").write_text(json.dumps(tj))
+    without_newline = marked(False, True).replace("{{- '\\n' -}}{%- else", "{%- else", 1)
+    assert without_newline != marked(False, True)
+    result = check(context(with_training(folder, without_newline), PLAIN, PLAIN_PROBES), "assistant-mask")
+    assert result.status == "fail"
+    assert "the folder's training template renders differently from the template at char" in result.message
 
 
 def test_assistant_mask_fails_when_the_training_template_has_no_markers(tmp_path: Path) -> None:

@@ -3,10 +3,13 @@ rendering differences, through the stop token and not one token of the prompt be
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...conversations.probes import Probe
 from ...template.rendering import Renderer
 from ...template.spans import Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
+from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
 from ..results import STOP_TOKEN_HINT, CheckResult, Finding, verdict
 
@@ -105,6 +108,50 @@ def _mask_finding(
     )
 
 
+def _text_finding(
+    ctx: VerifyContext, probe: Probe, training: Renderer, origin: str, text: str, flags: dict[str, Any]
+) -> Finding | None:
+    """Why the training template does not give the probe's text: it does not render, or renders other text."""
+    other = training.render(probe.message_list(), probe.tool_list(), **flags)
+    if not other.ok:
+        return Finding(probe.id, f"probe {probe.id}: {origin} does not render: {other.error}")
+    if other.text != text:
+        return ctx.text_difference(
+            probe, f"{origin} renders differently from the template", ("template", "training"), text, other.text or ""
+        )
+    return None
+
+
+def _masked(
+    ctx: VerifyContext,
+    probe: Probe,
+    training: Renderer,
+    origin: str,
+    text: str,
+    ids: list[int],
+    one_to_one: bool,
+) -> tuple[Finding | None, tuple[list[int], list[int]] | None]:
+    """The training template's (ids, mask) from apply_chat_template (None: it has no markers), or the finding that
+    it does not give the template's text. Where encoding is one to one (byte-level BPE), the same ids are the same
+    text, so its text is rendered only when its ids differ or no mask comes back; elsewhere two texts can give the
+    same ids (a normalizer, an added token that strips), so the text is compared first."""
+    flags = {"add_generation_prompt": probe.add_generation_prompt}
+    if not one_to_one:
+        if (finding := _text_finding(ctx, probe, training, origin, text, flags)) is not None:
+            return finding, None
+        return None, training.assistant_mask(probe.message_list(), probe.tool_list(), **flags)
+    try:
+        result = training.assistant_mask(probe.message_list(), probe.tool_list(), **flags)
+    except Exception:  # the text says why when it can; otherwise the error is the check's, as it would be above
+        if (finding := _text_finding(ctx, probe, training, origin, text, flags)) is not None:
+            return finding, None
+        raise
+    differs = result is None or result[0] != ids
+    if differs and (finding := _text_finding(ctx, probe, training, origin, text, flags)) is not None:
+        return finding, None
+    return None, result
+
+
 def _check_probe(
     ctx: VerifyContext,
     probe: Probe,
@@ -113,39 +160,19 @@ def _check_probe(
     found: TurnSpans,
     findings: list[Finding],
     untrained: list[Finding],
+    one_to_one: bool,
 ) -> None:
-    """The training template renders the probe's text, and its mask is the render-difference spans. The text it
-    renders is compared only when its ids are not the template's (the same ids are the same text to train on)."""
+    """The training template renders the probe's text, and its mask is the render-difference spans."""
     text = ctx.rendered[probe.id].text or ""
     for index, why in found.untrained:
         untrained.append(
             Finding(probe.id, f"probe {probe.id}: message {index} is not trained: {why}", {"message_index": index})
         )
-    flags = {"add_generation_prompt": probe.add_generation_prompt}
     ids, offsets = ctx.renderer.encode_with_offsets(text)
-    raised: Exception | None = None
-    try:
-        result = training.assistant_mask(probe.message_list(), probe.tool_list(), **flags)
-    except Exception as err:  # raised again below unless the training template's text says why
-        result, raised = None, err
-    if result is None or result[0] != ids:
-        other = training.render(probe.message_list(), probe.tool_list(), **flags)
-        if not other.ok:
-            findings.append(Finding(probe.id, f"probe {probe.id}: {origin} does not render: {other.error}"))
-            return
-        if other.text != text:
-            findings.append(
-                ctx.text_difference(
-                    probe,
-                    f"{origin} renders differently from the template",
-                    ("template", "training"),
-                    text,
-                    other.text or "",
-                )
-            )
-            return
-        if raised is not None:
-            raise raised
+    finding, result = _masked(ctx, probe, training, origin, text, ids, one_to_one)
+    if finding is not None:
+        findings.append(finding)
+        return
     expected = token_mask(offsets, found.spans)
     _span_findings(ctx, probe, found, ids, offsets, findings, untrained)
     if result is None:
@@ -177,6 +204,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
         else None
     )
     training = Renderer(ctx.tokenizer, template, ctx.kwargs, tool_template=tool_training)
+    one_to_one = byte_level_lossless(ctx.tokenizer)
     findings: list[Finding] = []
     untrained: list[Finding] = []
     checked = 0
@@ -198,7 +226,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
             )
             continue
         checked += 1
-        _check_probe(ctx, probe, training, origin, found, findings, untrained)
+        _check_probe(ctx, probe, training, origin, found, findings, untrained, one_to_one)
     if not checked:
         return CheckResult("assistant-mask", "skip", "no probe with an assistant turn renders")
     hint = (
