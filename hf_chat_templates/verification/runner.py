@@ -57,16 +57,22 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[CheckResult, ...]:
-    checks = dict(CHECKS)
-    wanted = list(only) if only else list(checks)
-    unknown = [c for c in wanted if c not in checks]
+def _wanted(only: Iterable[str] | None) -> list[str]:
+    """The checks to run, in the order given (all of them for none), or UsageError naming those that do not exist."""
+    wanted = list(only) if only else list(check_ids())
+    unknown = [c for c in wanted if c not in set(check_ids())]
     if unknown:
         raise UsageError(
-            f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(checks)}",
+            f"unknown check(s) {', '.join(unknown)}; checks: {', '.join(check_ids())}",
             hint="hf-chat-templates verify --help",
             parameter="only",
         )
+    return wanted
+
+
+def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[CheckResult, ...]:
+    checks = dict(CHECKS)
+    wanted = _wanted(only)
     # Work in processes of their own, begun now so that it runs while the checks before its own run here
     for check_id, begin in (("engine-parity", begin_engines), ("reference-parity", begin_references)):
         if check_id in wanted:
@@ -139,9 +145,12 @@ def verify_with_context(
 ) -> tuple[VerificationReport, VerifyContext]:
     """`verify`, and the context its checks read (the token view draws failures from it). `options` are
     `load_context`'s: family, variant, template, kwargs, revision, token."""
-    only = list(only) if only is not None else None
-    ctx, fam, var, path = load_context(source, prestart_for=only or check_ids(), **options)
-    results = run_checks(ctx, only)
+    wanted = _wanted(only)
+    try:
+        ctx, fam, var, path = load_context(source, prestart_for=wanted, **options)
+        results = run_checks(ctx, wanted)
+    finally:  # workers begun early and never asked (the folder or template failed to load): ended now
+        json_worker.close_idle()
     return VerificationReport(
         source=str(source),
         family=fam.name if fam else None,

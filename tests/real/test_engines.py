@@ -241,3 +241,27 @@ def llamacpp_worker_path() -> str:
     from hf_chat_templates.template.engines import llamacpp
 
     return llamacpp._worker_command()[-1]
+
+
+def test_workers_begun_early_are_ended_when_the_folder_fails_to_load(
+    installed_variants: dict[tuple[str, str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from hf_chat_templates.errors import TokenizerFolderError, UsageError
+    from hf_chat_templates.template.engines import json_worker
+    from hf_chat_templates.verification import runner
+
+    folder = tmp_path / "tok"
+    shutil.copytree(installed_variants[("llama3.2-pythonic", "corrected")], folder)
+    (folder / "tokenizer.json").write_text("{ not json")
+    begun: list[str] = []
+    popen = json_worker._popen
+    monkeypatch.setattr(json_worker, "_popen", lambda command: begun.append(command[-1]) or popen(command))
+    with pytest.raises(UsageError, match="unknown check"):  # refused before anything begins
+        runner.verify(folder, only=["engine-parity", "no-such-check"])
+    assert begun == []
+    with pytest.raises(TokenizerFolderError, match="invalid JSON"):
+        runner.verify(folder, engines="llama.cpp")
+    assert sorted(begun) == sorted(["llama3.2-pythonic", llamacpp_worker_path()])  # begun, then ended
+    assert not json_worker._IDLE
