@@ -42,8 +42,10 @@ class Engine(Protocol):
     """One engine profile. `name` is what `--engines` takes (e.g. "llama.cpp"); `version` names the build used.
 
     Optional: `label` (how findings name the engine, default `name`); `fixed_clock` (the moment an engine that
-    pins its own clock reads, which `clock` cannot change: the comparison renders transformers at that moment);
-    `start_all` (`render_all` begun in a process of its own; the function it returns waits for the outcomes)."""
+    pins its own clock reads, which `clock` cannot change: the comparison renders transformers at that moment; such
+    an engine's `render_all` and `start_all` render at it whatever `clock` they are given, and `start_all` is given
+    one without asking it, as asking may load the engine in this process); `start_all` (`render_all` begun in a
+    process of its own; the function it returns waits for the outcomes)."""
 
     name: str
 

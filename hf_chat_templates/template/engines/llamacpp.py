@@ -177,7 +177,7 @@ def _start_worker(request: str) -> Callable[[], list[_Result] | None]:
         except (TypeError, KeyError):
             return None
         _REPORTED.update(facts)
-        return outcomes if facts["available"] else None
+        return outcomes
 
     return results
 

@@ -1,7 +1,7 @@
 """llama.cpp's engine (ggufdoctor's WebAssembly build) rendering in a process of its own, for
 `llamacpp.LlamaCppEngine.start_all`: a JSON request on stdin, {"template": ..., "contexts": [...]}, and on stdout
 {"engine": {"available", "reason", "version", "commit", "pinned_now"}, "results": [...]}: what the engine is, and
-{"text", "error", "extra"} of ggufdoctor's `RenderResult` by context (none when the engine cannot run here).
+{"text", "error", "extra"} of ggufdoctor's `RenderResult` by context.
 
 Run by its path, so that only ggufdoctor and wasmtime load (not this package), and apart from the caller's process:
 its renders run on another core while the caller's checks run, outside the address-space cap and the CPU timer a
@@ -33,8 +33,8 @@ def main() -> None:
     if not data:  # the caller asked for nothing
         os._exit(0)
     request = json.loads(data)
-    contexts = request["contexts"] if engine.available else []
-    results = [engine.render(request["template"], context) for context in contexts]
+    # an engine that cannot run here answers each render with why (`engine:unavailable: ...`), as it would there
+    results = [engine.render(request["template"], context) for context in request["contexts"]]
     json.dump(
         {"engine": facts, "results": [{"text": r.text, "error": r.error, "extra": r.extra} for r in results]},
         sys.stdout,
