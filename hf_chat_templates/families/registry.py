@@ -20,10 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from ..errors import ConfigError, UnknownNameError, closest_hint
-from ..template.syntax import PARSE_SETTINGS, check_template_syntax, read_template_file
+from ..template.syntax import check_template_syntax, parser_fingerprint, read_template_file
 from ..tokenizer.base import cache_root
 
 CONFIG_FILE = "family.toml"
@@ -264,10 +262,10 @@ def _load_variant(
 
 def _check_syntax_once(source: str, path: Path) -> None:
     """`check_template_syntax`, remembered across runs for a text that parsed: every command loads every family,
-    and parsing them all again each time is most of that load. The mark is keyed by the text, jinja2's version and
-    the parse settings; a cache folder that cannot be written only means parsing again."""
-    digest = hashlib.sha256(f"{PARSE_SETTINGS}\n{source}".encode()).hexdigest()
-    mark = cache_root() / "parsed-templates" / f"{digest}-jinja2-{jinja2.__version__}"
+    and parsing them all again each time is most of that load. The mark is keyed by the text and what its parse
+    depends on (`parser_fingerprint`); a cache folder that cannot be written only means parsing again."""
+    digest = hashlib.sha256(f"{parser_fingerprint()}\n{source}".encode()).hexdigest()
+    mark = cache_root() / "parsed-templates" / digest
     if mark.exists():
         return
     check_template_syntax(source, path)

@@ -9,6 +9,7 @@ verifies the same whether it comes as `--template FILE` or inside a folder.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,15 +37,18 @@ class _GenerationTag(jinja2.ext.Extension):
         return jinja2.nodes.Scope(body).set_lineno(lineno)
 
 
-# What `parse_environment` parses with, for a record of a text that parsed: changed whenever its settings change.
-PARSE_SETTINGS = "trim_blocks,lstrip_blocks,loopcontrols,generation-1"
-
-
 @lru_cache(maxsize=1)
 def parse_environment() -> ImmutableSandboxedEnvironment:
     return ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
     )
+
+
+@lru_cache(maxsize=1)
+def parser_fingerprint() -> str:
+    """What a template's parse depends on besides its text: jinja2's version and this module's code (the
+    environment's settings, the `generation` tag), for a record of a text that parsed."""
+    return hashlib.sha256(f"jinja2 {jinja2.__version__}\n".encode() + Path(__file__).read_bytes()).hexdigest()
 
 
 def check_template_syntax(source: str, origin: str | Path) -> None:
