@@ -57,15 +57,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid} uses {', '.join(sorted(used))}: {NOT_IN_UNIT}", pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def _unit_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
 def _no_node_in_unit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The unit tier runs no subprocess: the transformers.js profile (a node process) is unavailable there, so
     engine-parity skips it with its reason, and verify's workers (llama.cpp, the official renderers) cannot start,
-    so their work is done in the test's process; tests/real runs them."""
+    so their work is done in the test's process; tests/real runs them. What its commands keep in the cache folder
+    (records of checked files, proofs) goes to one of the session's own, not the user's."""
     if tier_of(request.node.path) == "unit":
         from hf_chat_templates.template.engines import json_worker
 
         monkeypatch.setenv("HF_CHAT_TEMPLATES_JS_DIR", str(TESTS / "no-js-in-the-unit-tier"))
+        monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(request.getfixturevalue("_unit_cache")))
         monkeypatch.setattr(json_worker, "_popen", lambda command: None)
 
 

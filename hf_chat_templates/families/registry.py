@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError, UnknownNameError, closest_hint
 from ..template.syntax import check_template_syntax, parser_fingerprint, read_template_file
-from ..tokenizer.base import cache_root
+from ..tokenizer.cache_folder import cache_root
 
 CONFIG_FILE = "family.toml"
 # More family folders: a list of folders in this variable, and the folders packages register in this group.

@@ -21,7 +21,6 @@ import hashlib
 import importlib
 import importlib.metadata
 import json
-import os
 import shutil
 import struct
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from ..errors import TokenizerFolderError, UnknownNameError, closest_hint, missing_dependency
 from ..outputs import staged_folder, write_file
+from .cache_folder import cache_root
 from .folder import copy_tree_atomic
 
 BUILD_VERSION = "2"
@@ -61,10 +61,6 @@ class BaseTokenizerSpec:
 
 # how long a build waits for another process building the same base tokenizer (a build takes seconds)
 BUILD_WAIT_SECONDS = 300.0
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("HF_CHAT_TEMPLATES_CACHE") or Path.home() / ".cache" / "hf_chat_templates")
 
 
 def _require(module: str, package: str, purpose: str):  # type: ignore[no-untyped-def]

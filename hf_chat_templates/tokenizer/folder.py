@@ -14,12 +14,14 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerFolderError
 from ..outputs import is_staging, staged_folder
 from ..template.syntax import transformers_text
+from .cache_folder import cache_root
 from .vocab import Vocabulary
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -90,16 +92,27 @@ def _parse_json(path: Path, data: bytes, *, want_object: bool = True) -> Any:
 
 @dataclass(frozen=True)
 class TokenizerFolder:
-    """What a tokenizer folder holds, parsed. `files` lists every regular file, relative, sorted."""
+    """What a tokenizer folder holds, parsed. `files` lists every regular file, relative, sorted. `added_tokens`:
+    tokenizer.json's added tokens (None without the file); the whole file is `tokenizer_json`."""
 
     path: Path
     files: tuple[str, ...]
-    tokenizer_json: dict[str, Any] | None
     tokenizer_config: dict[str, Any]
     special_tokens_map: dict[str, Any] | None
     generation_config: dict[str, Any] | None
     chat_template_file: str | None  # the .jinja files as transformers reads them: CRLF becomes LF
     additional_templates: dict[str, str] = field(default_factory=dict)
+    added_tokens: list[dict[str, Any]] | None = None
+    parsed_tokenizer_json: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def tokenizer_json(self) -> dict[str, Any] | None:
+        """tokenizer.json, parsed and checked. `read_folder` leaves a file it checked in an earlier run unparsed
+        (it reads only the added tokens it kept then), so that file is parsed, and checked again, when first asked
+        for here."""
+        if self.parsed_tokenizer_json is not None or TOKENIZER_JSON not in self.files:
+            return self.parsed_tokenizer_json
+        return _checked_tokenizer_json(self.path / TOKENIZER_JSON, (self.path / TOKENIZER_JSON).read_bytes())
 
     def read_bytes(self, relpath: str) -> bytes:
         return (self.path / relpath).read_bytes()
@@ -211,25 +224,14 @@ def read_folder(path: str | Path) -> TokenizerFolder:
     def load(name: str) -> dict[str, Any] | None:
         return _parse_json(root / name, (root / name).read_bytes()) if name in files else None
 
-    tokenizer_json = load(TOKENIZER_JSON)
-    if tokenizer_json is None and not any(name in files for name in SLOW_VOCAB_FILES):
+    if TOKENIZER_JSON not in files and not any(name in files for name in SLOW_VOCAB_FILES):
         raise TokenizerFolderError(
             f"{root}: no tokenizer here (no {TOKENIZER_JSON} and no {', '.join(SLOW_VOCAB_FILES)})",
             hint="pass the folder that holds the tokenizer files (tokenizer.json, or a slow tokenizer's vocabulary)",
             path=root,
             parameter="tokenizer",
         )
-    if tokenizer_json is not None and not isinstance(tokenizer_json.get("model"), dict):
-        raise TokenizerFolderError(
-            f"{root / TOKENIZER_JSON}: key 'model' is missing or not an object",
-            hint="restore the file; it does not look like a tokenizers file",
-        )
-    if tokenizer_json is not None and not isinstance(tokenizer_json.get("added_tokens", []), list):
-        raise TokenizerFolderError(
-            f"{root / TOKENIZER_JSON}: key 'added_tokens' is not a list", hint="restore the file"
-        )
-    if tokenizer_json is not None:
-        Vocabulary(tokenizer_json, str(root / TOKENIZER_JSON))  # duplicate, mismatched or renumbered added tokens
+    added, parsed = _read_tokenizer_json(root / TOKENIZER_JSON) if TOKENIZER_JSON in files else (None, None)
     additional = {}
     for rel in files:
         if rel.startswith(CHAT_TEMPLATE_DIR + "/") and rel.endswith(".jinja"):
@@ -237,13 +239,61 @@ def read_folder(path: str | Path) -> TokenizerFolder:
     return TokenizerFolder(
         path=root,
         files=files,
-        tokenizer_json=tokenizer_json,
         tokenizer_config=load(TOKENIZER_CONFIG) or {},
         special_tokens_map=load(SPECIAL_TOKENS_MAP),
         generation_config=load(GENERATION_CONFIG),
         chat_template_file=_read_text(root / CHAT_TEMPLATE_FILE) if CHAT_TEMPLATE_FILE in files else None,
         additional_templates=additional,
+        added_tokens=added,
+        parsed_tokenizer_json=parsed,
     )
+
+
+def _checked_tokenizer_json(path: Path, data: bytes) -> dict[str, Any]:
+    """tokenizer.json parsed, with a model object and added tokens that agree with its vocabulary, or
+    TokenizerFolderError saying what is wrong."""
+    tokenizer_json: dict[str, Any] = _parse_json(path, data)
+    if not isinstance(tokenizer_json.get("model"), dict):
+        raise TokenizerFolderError(
+            f"{path}: key 'model' is missing or not an object",
+            hint="restore the file; it does not look like a tokenizers file",
+        )
+    if not isinstance(tokenizer_json.get("added_tokens", []), list):
+        raise TokenizerFolderError(f"{path}: key 'added_tokens' is not a list", hint="restore the file")
+    Vocabulary(tokenizer_json, str(path))  # duplicate, mismatched or renumbered added tokens
+    return tokenizer_json
+
+
+@lru_cache(maxsize=1)
+def _checker_fingerprint() -> str:
+    """What checking a tokenizer.json depends on besides its bytes: the code of this module and the vocabulary's."""
+    return hashlib.sha256(Path(__file__).read_bytes() + Path(__file__).with_name("vocab.py").read_bytes()).hexdigest()
+
+
+def _read_tokenizer_json(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(tokenizer.json's added tokens, the file parsed), or TokenizerFolderError. A file checked in an earlier run
+    (the same bytes, the same checking code) is not parsed again: its added tokens are read from the record kept
+    in the cache folder then, and the file is None. The file is the largest a folder holds (Llama 3's: 9 MB,
+    0.2 s to parse), and most commands need only its added tokens."""
+    data = path.read_bytes()
+    key = hashlib.sha256(_checker_fingerprint().encode() + data).hexdigest()
+    record = cache_root() / "checked-tokenizers" / f"{key}.json"
+    try:
+        added = json.loads(record.read_text(encoding="utf-8"))["added_tokens"]
+        if isinstance(added, list):
+            return added, None
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    parsed = _checked_tokenizer_json(path, data)
+    added = parsed.get("added_tokens", [])
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        staged = record.with_name(f".{record.name}.{os.getpid()}")
+        staged.write_text(json.dumps({"added_tokens": added}, ensure_ascii=False), encoding="utf-8")
+        os.replace(staged, record)
+    except OSError:
+        pass  # an unwritable cache: the file is parsed again next time
+    return added, parsed
 
 
 def _read_text(path: Path) -> str:
@@ -316,7 +366,7 @@ def added_tokens_kwargs(files: Any) -> dict[str, Any]:
     special_tokens_map.json or added_tokens.json to merge): the same tokens, one parse fewer."""
     if (
         files is None
-        or files.tokenizer_json is None
+        or files.added_tokens is None
         or "added_tokens_decoder" in files.tokenizer_config
         or any(name in files.files for name in ("special_tokens_map.json", "added_tokens.json"))
     ):
@@ -325,8 +375,7 @@ def added_tokens_kwargs(files: Any) -> dict[str, Any]:
 
     return {
         "added_tokens_decoder": {
-            int(t["id"]): AddedToken(**{k: v for k, v in t.items() if k != "id"})
-            for t in files.tokenizer_json.get("added_tokens", [])
+            int(t["id"]): AddedToken(**{k: v for k, v in t.items() if k != "id"}) for t in files.added_tokens
         }
     }
 
@@ -346,7 +395,7 @@ def load_tokenizer(path: str | Path, files: TokenizerFolder | None) -> Any:
     kwargs = added_tokens_kwargs(files)
     if (
         files is not None
-        and files.tokenizer_json is not None
+        and files.added_tokens is not None
         and files.tokenizer_config.get("tokenizer_class") in PLAIN_CLASSES
         and "auto_map" not in files.tokenizer_config
         and "config.json" not in files.files

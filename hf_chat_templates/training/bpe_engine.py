@@ -123,7 +123,7 @@ def _proof(backend: Any, source: Path | None) -> str:
     of the serialized model, and the tokenizers version that loaded it."""
     import tokenizers
 
-    from ..tokenizer.base import cache_root
+    from ..tokenizer.cache_folder import cache_root
 
     state: bytes | None = None
     if source is not None:

@@ -77,3 +77,35 @@ def test_a_folder_autotokenizer_may_load_otherwise_goes_through_it(
 def test_a_source_not_read_goes_through_autotokenizer(plain: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda path, **kwargs: "auto")
     assert load_tokenizer(plain, None) == "auto"
+
+
+def test_a_tokenizer_json_checked_before_is_not_parsed_again_and_a_bad_one_always_fails(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hf_chat_templates.errors import TokenizerFolderError
+    from hf_chat_templates.tokenizer import folder as module
+
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
+    checked: list[Path] = []
+    check = module._checked_tokenizer_json
+    monkeypatch.setattr(module, "_checked_tokenizer_json", lambda path, data: checked.append(path) or check(path, data))
+    first = read_folder(plain)
+    assert checked == [plain / "tokenizer.json"] and first.parsed_tokenizer_json is not None
+    again = read_folder(plain)
+    assert len(checked) == 1 and again.parsed_tokenizer_json is None  # its record read, the file not parsed
+    assert again.added_tokens == first.added_tokens and again.added_tokens
+    assert again.tokenizer_json == first.tokenizer_json and len(checked) == 2  # parsed, and checked, when asked for
+    # a file changed after it was read is checked when parsed
+    tj = json.loads((plain / "tokenizer.json").read_text())
+    tj["added_tokens"].append(dict(tj["added_tokens"][0]))  # the same token twice
+    broken = read_folder(plain)
+    (plain / "tokenizer.json").write_text(json.dumps(tj))
+    with pytest.raises(TokenizerFolderError):
+        broken.tokenizer_json  # noqa: B018
+    for _ in range(2):  # a file that does not pass is never recorded
+        with pytest.raises(TokenizerFolderError):
+            read_folder(plain)
+    (plain / "tokenizer.json").write_text("{ not json")
+    for _ in range(2):
+        with pytest.raises(TokenizerFolderError, match="invalid JSON"):
+            read_folder(plain)

@@ -71,13 +71,13 @@ def template_sources_agree(ctx: VerifyContext) -> CheckResult:
 
 def added_tokens_agree(ctx: VerifyContext) -> CheckResult:
     folder = ctx.folder
-    if folder is None or folder.tokenizer_json is None:
+    if folder is None or folder.added_tokens is None:
         return CheckResult("added-tokens-agree", "skip", "no tokenizer.json to compare")
     decoder = folder.tokenizer_config.get("added_tokens_decoder")
     if not isinstance(decoder, dict):
         return CheckResult("added-tokens-agree", "pass", f"{TOKENIZER_CONFIG} has no added_tokens_decoder to disagree")
     findings = []
-    by_id = {e["id"]: e for e in folder.tokenizer_json.get("added_tokens", [])}
+    by_id = {e["id"]: e for e in folder.added_tokens}
     for key, entry in decoder.items():
         token_id = int(key)
         ours = by_id.get(token_id)
