@@ -365,3 +365,16 @@ def tiny_llama(tokenizer: Any) -> Any:
         max_position_embeddings=256,
     )
     return LlamaForCausalLM(config)
+
+
+def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[tuple[Any, ...]]:
+    """The arguments of each call of `owner.name` from now on, recorded; the function still runs."""
+    calls: list[tuple[Any, ...]] = []
+    real = getattr(owner, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recorded)
+    return calls

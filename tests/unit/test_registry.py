@@ -12,7 +12,7 @@ from hf_chat_templates import get_family, list_families
 from hf_chat_templates.errors import ConfigError, TemplateError, UnknownNameError
 from hf_chat_templates.families.registry import load_family
 
-from ..helpers import REPO_ROOT, SEEDS
+from ..helpers import REPO_ROOT, SEEDS, spy
 
 FAMILIES = ["gemma3-tools", "gigachat3", "gpt-oss", "llama3.2-pythonic"]
 
@@ -144,16 +144,12 @@ def test_a_template_that_parsed_is_not_parsed_again_and_one_that_does_not_always
     from hf_chat_templates.families import registry
 
     monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
-    parsed: list[Path] = []
-    check = registry.check_template_syntax
-    monkeypatch.setattr(
-        registry, "check_template_syntax", lambda source, path: parsed.append(path) or check(source, path)
-    )
+    parsed = spy(monkeypatch, registry, "check_template_syntax")
     load_family(family_copy)
-    first = sorted(parsed)
+    first = sorted(path for _, path in parsed)
     assert first and len(list((tmp_path / "cache" / "parsed-templates").iterdir())) == len(first)
     load_family(family_copy)
-    assert sorted(parsed) == first  # the second load parsed none
+    assert sorted(path for _, path in parsed) == first  # the second load parsed none
     path = family_copy / "upstream.jinja"
     path.write_text(path.read_text() + "{% if broken %}")
     for _ in range(2):

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 
 from hf_chat_templates.tokenizer.folder import load_tokenizer, read_folder
 
-from ..helpers import build_toy_tokenizer
+from ..helpers import build_toy_tokenizer, spy
 
 
 def _state(tokenizer: Any) -> tuple[Any, ...]:
@@ -86,11 +86,9 @@ def test_a_tokenizer_json_checked_before_is_not_parsed_again_and_a_bad_one_alway
     from hf_chat_templates.tokenizer import folder as module
 
     monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
-    checked: list[Path] = []
-    check = module._checked_tokenizer_json
-    monkeypatch.setattr(module, "_checked_tokenizer_json", lambda path, data: checked.append(path) or check(path, data))
+    checked = spy(monkeypatch, module, "_checked_tokenizer_json")
     first = read_folder(plain)
-    assert checked == [plain / "tokenizer.json"] and first.parsed_tokenizer_json is not None
+    assert [path for path, _ in checked] == [plain / "tokenizer.json"] and first.parsed_tokenizer_json is not None
     again = read_folder(plain)
     assert len(checked) == 1 and again.parsed_tokenizer_json is None  # its record read, the file not parsed
     assert again.added_tokens == first.added_tokens and again.added_tokens
