@@ -1,4 +1,5 @@
-"""`plan_install`: compute what installing a template on a tokenizer would write. Reads; writes nothing.
+"""`plan_install`: compute what installing a template on a tokenizer would write. Reads; writes nothing to the
+output or the source (only the cache folder's records of files already checked, `tokenizer.cache_folder`).
 
 >>> plan = plan_install("llama3.2-pythonic", "path/to/tokenizer", "out")   # doctest: +SKIP
 >>> print(plan.describe())                                                  # doctest: +SKIP
@@ -409,7 +410,8 @@ def plan_install(
     token: str | None = None,
 ) -> InstallPlan:
     """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
-    `tokenizer` into `output` would write; writes nothing. Their tokens: declared, a bundled family's, or inferred."""
+    `tokenizer` into `output` would write; writes nothing there. Their tokens: declared, a bundled family's, or
+    inferred."""
     _check_format(format)
     family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
     output_path = Path(output).absolute()

@@ -7,6 +7,7 @@ checks it, and only then renames it into place; an output that is replaced (only
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -93,7 +94,9 @@ def _parse_json(path: Path, data: bytes, *, want_object: bool = True) -> Any:
 @dataclass(frozen=True)
 class TokenizerFolder:
     """What a tokenizer folder holds, parsed. `files` lists every regular file, relative, sorted. `added_tokens`:
-    tokenizer.json's added tokens (None without the file); the whole file is `tokenizer_json`."""
+    tokenizer.json's added tokens (None without the file); the whole file is `tokenizer_json`. Two folders compare
+    equal when their files' names, their configs, templates and added tokens are equal: the rest of tokenizer.json
+    (the vocabulary, the merges) takes no part."""
 
     path: Path
     files: tuple[str, ...]
@@ -112,7 +115,16 @@ class TokenizerFolder:
         for here."""
         if self.parsed_tokenizer_json is not None or TOKENIZER_JSON not in self.files:
             return self.parsed_tokenizer_json
-        return _checked_tokenizer_json(self.path / TOKENIZER_JSON, (self.path / TOKENIZER_JSON).read_bytes())
+        path = self.path / TOKENIZER_JSON
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise TokenizerFolderError(
+                f"{path}: could not be read again ({err.strerror or err})",
+                hint="the folder changed while it was in use: leave it as it is and run the command again",
+                path=path,
+            ) from None
+        return _checked_tokenizer_json(path, data)
 
     def read_bytes(self, relpath: str) -> bytes:
         return (self.path / relpath).read_bytes()
@@ -274,26 +286,56 @@ def _read_tokenizer_json(path: Path) -> tuple[list[dict[str, Any]], dict[str, An
     """(tokenizer.json's added tokens, the file parsed), or TokenizerFolderError. A file checked in an earlier run
     (the same bytes, the same checking code) is not parsed again: its added tokens are read from the record kept
     in the cache folder then, and the file is None. The file is the largest a folder holds (Llama 3's: 9 MB,
-    0.2 s to parse), and most commands need only its added tokens."""
+    0.2 s to parse), and most commands need only its added tokens. A record that cannot be found, read or
+    trusted, or a cache folder that cannot be named, means the file is parsed and checked as if for the first
+    time."""
     data = path.read_bytes()
-    key = hashlib.sha256(_checker_fingerprint().encode() + data).hexdigest()
-    record = cache_root() / "checked-tokenizers" / f"{key}.json"
-    try:
-        added = json.loads(record.read_text(encoding="utf-8"))["added_tokens"]
-        if isinstance(added, list):
-            return added, None
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    record = _record_path(data)
+    added = _recorded_added_tokens(record) if record is not None else None
+    if added is not None:
+        return added, None
     parsed = _checked_tokenizer_json(path, data)
     added = parsed.get("added_tokens", [])
+    if record is not None:
+        _keep_record(record, added)
+    return added, parsed
+
+
+def _record_path(data: bytes) -> Path | None:
+    """Where the record of a tokenizer.json with these bytes is kept, or None when that cannot be told (the
+    checking code unreadable, no home folder to hold the cache)."""
+    try:
+        key = hashlib.sha256(_checker_fingerprint().encode() + data).hexdigest()
+        return cache_root() / "checked-tokenizers" / f"{key}.json"
+    except (OSError, RuntimeError):
+        return None
+
+
+def _recorded_added_tokens(record: Path) -> list[dict[str, Any]] | None:
+    """The added tokens a record keeps, when it holds them in the shape tokenizer.json gives them (a list of
+    objects, each with an int id and a str content), else None: a damaged record is not trusted."""
+    try:
+        added = json.loads(record.read_text(encoding="utf-8"))["added_tokens"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(added, list) or not all(
+        isinstance(t, dict) and type(t.get("id")) is int and isinstance(t.get("content"), str) for t in added
+    ):
+        return None
+    return added
+
+
+def _keep_record(record: Path, added: list[dict[str, Any]]) -> None:
+    """Write the record atomically; a cache that cannot be written (or tokens that cannot be encoded) leaves no
+    record, and the file is parsed again next time."""
+    staged = record.with_name(f".{record.name}.{os.getpid()}")
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        staged = record.with_name(f".{record.name}.{os.getpid()}")
-        staged.write_text(json.dumps({"added_tokens": added}, ensure_ascii=False), encoding="utf-8")
+        staged.write_text(json.dumps({"added_tokens": added}), encoding="utf-8")
         os.replace(staged, record)
-    except OSError:
-        pass  # an unwritable cache: the file is parsed again next time
-    return added, parsed
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)
 
 
 def _read_text(path: Path) -> str:

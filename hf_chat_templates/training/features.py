@@ -210,10 +210,13 @@ def load_state(
 
 
 def _segment_encoder(backend: Any, folder: Path, files: TokenizerFolder | None) -> SegmentEncoder:
-    """The segment encoder, told the tokenizer.json the backend was loaded from and its vocabulary, already parsed."""
-    if files is None or files.tokenizer_json is None:
+    """The segment encoder, told the tokenizer.json the backend was loaded from and, when `read_folder` parsed that
+    file in this run, its vocabulary (a file checked in an earlier run is not parsed for it: the backend's own
+    vocabulary is cheaper to ask for than the file to parse)."""
+    if files is None or TOKENIZER_JSON not in files.files:
         return SegmentEncoder(backend)
-    vocab = files.tokenizer_json["model"].get("vocab")
+    parsed = files.parsed_tokenizer_json
+    vocab = parsed["model"].get("vocab") if parsed is not None else None
     return SegmentEncoder(backend, source=folder / TOKENIZER_JSON, vocab=vocab if isinstance(vocab, dict) else None)
 
 

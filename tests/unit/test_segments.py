@@ -199,3 +199,21 @@ def test_the_cache_is_judged_within_a_batch_and_the_rest_of_it_encoded_whole(
     assert 200 <= seen < 400 and stats.tokens == seen  # a few chunks by segments, not the whole batch
     for text, encoding in zip(texts, encodings):
         assert_same(backend.encode(text, add_special_tokens=False), encoding)
+
+
+def test_prepare_on_a_tokenizer_json_checked_before_does_not_parse_it(
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segment encoder takes the vocabulary from the tokenizer when tokenizer.json was not parsed in this run."""
+    from hf_chat_templates.tokenizer import folder as module
+
+    from ..helpers import spy
+
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(c) for c in CONVERSATIONS])
+    first = prepare(good, data, tmp_path / "first")
+    checked = spy(monkeypatch, module, "_checked_tokenizer_json")
+    again = prepare(good, data, tmp_path / "again")
+    assert checked == [] and again.written == first.written == 3
+    from datasets import load_from_disk
+
+    assert load_from_disk(str(tmp_path / "again"))[:] == load_from_disk(str(tmp_path / "first"))[:]

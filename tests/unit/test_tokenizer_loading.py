@@ -107,3 +107,72 @@ def test_a_tokenizer_json_checked_before_is_not_parsed_again_and_a_bad_one_alway
     for _ in range(2):
         with pytest.raises(TokenizerFolderError, match="invalid JSON"):
             read_folder(plain)
+
+
+def _record(cache: Path) -> Path:
+    (record,) = (cache / "checked-tokenizers").iterdir()
+    return record
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["{ not json", '{"added_tokens": {}}', '{"added_tokens": [{"id": "1", "content": "<x>"}]}', '{"other": 1}'],
+    ids=["not-json", "not-a-list", "id-not-int", "no-key"],
+)
+def test_a_damaged_record_is_not_trusted(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    from hf_chat_templates.tokenizer import folder as module
+
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
+    first = read_folder(plain)
+    _record(tmp_path / "cache").write_text(damage)
+    checked = spy(monkeypatch, module, "_checked_tokenizer_json")
+    again = read_folder(plain)
+    assert len(checked) == 1 and again.added_tokens == first.added_tokens  # parsed and checked again
+    assert json.loads(_record(tmp_path / "cache").read_text())["added_tokens"] == first.added_tokens  # record mended
+
+
+def test_added_tokens_any_json_string_can_hold_are_recorded(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone surrogate (`"\\ud800"` in the file) cannot be written as UTF-8: the record escapes it."""
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
+    tj = json.loads((plain / "tokenizer.json").read_text())
+    tj["added_tokens"][-1]["content"] = "<odd\ud800>"
+    (plain / "tokenizer.json").write_text(json.dumps(tj))
+    first = read_folder(plain)
+    assert read_folder(plain).added_tokens == first.added_tokens and first.added_tokens[-1]["content"] == "<odd\ud800>"
+    assert [p.name for p in (tmp_path / "cache" / "checked-tokenizers").iterdir()] == [_record(tmp_path / "cache").name]
+
+
+def test_a_cache_that_cannot_be_named_or_written_means_parsing_every_time(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hf_chat_templates.tokenizer import folder as module
+
+    checked = spy(monkeypatch, module, "_checked_tokenizer_json")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "file"))  # a file where the folder should be
+    assert read_folder(plain).added_tokens and read_folder(plain).added_tokens and len(checked) == 2
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("HF_CHAT_TEMPLATES_CACHE")
+    monkeypatch.setattr(Path, "home", no_home)
+    assert read_folder(plain).added_tokens and len(checked) == 3
+
+
+def test_a_tokenizer_json_gone_when_first_asked_for_is_a_clear_error(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hf_chat_templates.errors import TokenizerFolderError
+
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
+    read_folder(plain)
+    again = read_folder(plain)
+    (plain / "tokenizer.json").unlink()
+    with pytest.raises(TokenizerFolderError, match="could not be read again") as caught:
+        again.tokenizer_json  # noqa: B018
+    assert "run the command again" in str(caught.value.hint)
