@@ -316,7 +316,7 @@ def _stream(
     options: tuple[int | None, bool],
 ) -> None:
     """Every batch into one Arrow shard, counting records, tokens and what was left out."""
-    import pyarrow.compute as pc
+    import numpy as np
     from datasets import Features, Sequence, Value
 
     workers, progress = options
@@ -344,9 +344,12 @@ def _stream(
                 report.packing += packed
             if table.num_rows:
                 writer.write_table(table)
-                labels = table.column("labels").combine_chunks().flatten()
-                report.tokens += len(labels)
-                report.trained_tokens += len(labels) - (pc.sum(pc.equal(labels, IGNORE_INDEX)).as_py() or 0)
+                # numpy, not pyarrow.compute: the same count, without compute's start-up costs in each batch
+                # (measured: 5 to 90 ms a call for 4 M labels, numpy 1.5 ms)
+                for chunk in table.column("labels").chunks:
+                    labels = chunk.flatten().to_numpy(zero_copy_only=False)
+                    report.tokens += len(labels)
+                    report.trained_tokens += int(np.count_nonzero(labels != IGNORE_INDEX))
             bar(count)
         writer.finalize()
     bar(0, close=True)
