@@ -116,6 +116,11 @@ def one_template(family_name: str, template: Path | None, repeat: int) -> None:
     print(f"wall time, best of {repeat}: {min(walls):.2f} s  (runs: {', '.join(f'{w:.2f}' for w in walls)})")
     print("where one run's time goes (wall):")
     print(stages, end="")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print(
+            "note: PYTHONDONTWRITEBYTECODE is set, so each run compiled this package's sources again (about 0.1 s "
+            "of its import); an installed package has its bytecode: unset it for the time users see"
+        )
 
 
 def breakdown(folder: str, template: str | None) -> None:
