@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError, UnknownNameError, closest_hint
 from ..template.syntax import check_template_syntax, parser_fingerprint, read_template_file
-from ..tokenizer.cache_folder import cache_root
+from ..tokenizer.cache_folder import cache_file, keep
 
 CONFIG_FILE = "family.toml"
 # More family folders: a list of folders in this variable, and the folders packages register in this group.
@@ -265,15 +265,12 @@ def _check_syntax_once(source: str, path: Path) -> None:
     and parsing them all again each time is most of that load. The mark is keyed by the text and what its parse
     depends on (`parser_fingerprint`); a cache folder that cannot be written only means parsing again."""
     digest = hashlib.sha256(f"{parser_fingerprint()}\n{source}".encode()).hexdigest()
-    mark = cache_root() / "parsed-templates" / digest
-    if mark.exists():
+    mark = cache_file("parsed-templates", digest)
+    if mark is not None and mark.exists():
         return
     check_template_syntax(source, path)
-    try:
-        mark.parent.mkdir(parents=True, exist_ok=True)
-        mark.touch()
-    except OSError:
-        pass
+    if mark is not None:
+        keep(mark, b"")
 
 
 def load_family(directory: Path) -> Family:

@@ -7,7 +7,6 @@ checks it, and only then renames it into place; an output that is replaced (only
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import json
@@ -22,7 +21,7 @@ from typing import Any
 from ..errors import TokenizerFolderError
 from ..outputs import is_staging, staged_folder
 from ..template.syntax import transformers_text
-from .cache_folder import cache_root
+from .cache_folder import cache_file, keep
 from .vocab import Vocabulary
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -297,7 +296,7 @@ def _read_tokenizer_json(path: Path) -> tuple[list[dict[str, Any]], dict[str, An
     parsed = _checked_tokenizer_json(path, data)
     added = parsed.get("added_tokens", [])
     if record is not None:
-        _keep_record(record, added)
+        keep(record, json.dumps({"added_tokens": added}).encode())  # escaped: a lone surrogate too
     return added, parsed
 
 
@@ -306,9 +305,9 @@ def _record_path(data: bytes) -> Path | None:
     checking code unreadable, no home folder to hold the cache)."""
     try:
         key = hashlib.sha256(_checker_fingerprint().encode() + data).hexdigest()
-        return cache_root() / "checked-tokenizers" / f"{key}.json"
-    except (OSError, RuntimeError):
+    except OSError:
         return None
+    return cache_file("checked-tokenizers", f"{key}.json")
 
 
 def _recorded_added_tokens(record: Path) -> list[dict[str, Any]] | None:
@@ -323,19 +322,6 @@ def _recorded_added_tokens(record: Path) -> list[dict[str, Any]] | None:
     ):
         return None
     return added
-
-
-def _keep_record(record: Path, added: list[dict[str, Any]]) -> None:
-    """Write the record atomically; a cache that cannot be written (or tokens that cannot be encoded) leaves no
-    record, and the file is parsed again next time."""
-    staged = record.with_name(f".{record.name}.{os.getpid()}")
-    try:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_text(json.dumps({"added_tokens": added}), encoding="utf-8")
-        os.replace(staged, record)
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError):
-            staged.unlink(missing_ok=True)
 
 
 def _read_text(path: Path) -> str:

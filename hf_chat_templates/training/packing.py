@@ -153,3 +153,16 @@ def _output(batch: Any, columns: dict[str, Any], sizes: Any, counts: list[int]) 
     out = {name: [v[a:b].tolist() for a, b in itertools.pairwise(offsets.tolist())] for name, v in columns.items()}
     out["seq_lengths"] = [sizes[a:b].tolist() for a, b in itertools.pairwise(size_offsets.tolist())]
     return out
+
+
+def token_counts(table: Any) -> tuple[int, int]:
+    """A table's tokens and trained tokens (labels not IGNORE_INDEX). numpy, not pyarrow.compute: the same count
+    without compute's start-up costs in each batch (measured: 5 to 90 ms a call for 4 M labels, numpy 1.5 ms)."""
+    import numpy as np
+
+    tokens = trained = 0
+    for chunk in table.column("labels").chunks:
+        labels = chunk.flatten().to_numpy(zero_copy_only=False)
+        tokens += len(labels)
+        trained += int(np.count_nonzero(labels != IGNORE_INDEX))
+    return tokens, trained

@@ -135,3 +135,28 @@ def test_a_batch_encoded_again_without_tiktoken_is_judged_once(llama3_base: Path
     encodings, stats = encoder.encode_batch(texts)
     assert encoder.engine is None and encoder.engine_off.endswith("(tiktoken)")
     assert encoder._judged_on.tokens == stats.tokens == sum(len(e) for e in encodings) - 3  # 3 control tokens
+
+
+def test_the_ranks_are_kept_and_read_again_and_a_damaged_record_is_made_again(
+    llama3_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ..helpers import spy
+
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
+    backend, source = backend_of(llama3_base), llama3_base / "tokenizer.json"
+    text = "Hello <|eot_id|> wörld  42\n"
+    expected = backend.encode(text, add_special_tokens=False).ids
+    made = spy(monkeypatch, bpe_engine, "byte_decoder")  # the ranks are made from the vocabulary with it
+    first, _ = bpe_engine.load(backend, source)
+    (record,) = (tmp_path / "cache" / "bpe-proofs").glob("*.ranks")
+    calls = len(made)
+    again, _ = bpe_engine.load(backend, source)
+    assert len(made) == calls  # read, not made
+    for engine in (first, again):
+        assert engine is not None and engine.encode_batch([text], specials=True)[0].ids.tolist() == expected
+    import marshal
+
+    record.write_bytes(marshal.dumps({b"a": 1}))  # one token where the model has 128,000
+    mended, _ = bpe_engine.load(backend, source)
+    assert mended is not None and mended.encode_batch([text], specials=True)[0].ids.tolist() == expected
+    assert len(made) > calls and len(marshal.loads(record.read_bytes())) == backend.get_vocab_size(False)
