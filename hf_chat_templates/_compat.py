@@ -23,6 +23,13 @@ def compile_template(template: str) -> Any:
     return _compile_jinja_template(template)
 
 
+def transformers_template_module() -> str:
+    """The file of transformers' module that makes the environment `compile_template` returns (its filters)."""
+    from transformers.utils import chat_template_utils
+
+    return str(chat_template_utils.__file__)
+
+
 def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages as apply_chat_template hands them to a template: None values dropped, objects made plain."""
     from transformers.utils.chat_template_utils import _normalize_chat_messages

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import TokenizerFolderError
 from ..outputs import is_staging, staged_folder
 from ..template.syntax import transformers_text
-from .cache_folder import cache_file, keep
+from .cache_folder import cache_file, keep, read_kept
 from .vocab import Vocabulary
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -314,8 +314,8 @@ def _recorded_added_tokens(record: Path) -> list[dict[str, Any]] | None:
     """The added tokens a record keeps, when it holds them in the shape tokenizer.json gives them (a list of
     objects, each with an int id and a str content), else None: a damaged record is not trusted."""
     try:
-        added = json.loads(record.read_text(encoding="utf-8"))["added_tokens"]
-    except (OSError, ValueError, KeyError, TypeError):
+        added = json.loads(read_kept(record) or b"")["added_tokens"]
+    except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(added, list) or not all(
         isinstance(t, dict) and type(t.get("id")) is int and isinstance(t.get("content"), str) for t in added

@@ -25,13 +25,13 @@ import json
 import marshal
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .. import _compat
-from ..tokenizer.cache_folder import cache_file, keep
+from ..tokenizer.cache_folder import cache_file, keep, read_kept
 
-_PROOF_VERSION = 1
 SWITCH = "HF_CHAT_TEMPLATES_TIKTOKEN"  # 0: the tokenizer's own encoder always
 # GPT-2's pre-tokenizer regex: what ByteLevel(use_regex=True) splits with
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -120,11 +120,18 @@ def merges_reason(model: dict[str, Any]) -> str:
     return "" if splits == len(listed) else "the merges list a pair twice"
 
 
+@lru_cache(maxsize=1)
+def _code_version() -> str:
+    """The hash of this module's code, in the key of its records: a change to how merges are proven or ranks
+    made proves and makes them again."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
 def _proof(backend: Any, source: Path | None) -> tuple[str, Path | None]:
     """`merges_reason` for the backend's model, from the cache folder when proven before, and the path (without
     its suffix) of the records kept for that model, None when the cache folder cannot be named. The key is the
     hash of the `source` file the backend was loaded from (hashing it is ten times cheaper than serializing the
-    model), or of the serialized model, and the tokenizers version that loaded it."""
+    model), or of the serialized model, the tokenizers version that loaded it, and this module's code."""
     import tokenizers
 
     state: bytes | None = None
@@ -133,11 +140,11 @@ def _proof(backend: Any, source: Path | None) -> tuple[str, Path | None]:
     else:
         state = backend.model.__getstate__()
         key = hashlib.sha256(state).hexdigest()
-    stem = cache_file("bpe-proofs", f"{key}-tokenizers-{tokenizers.__version__}-{_PROOF_VERSION}")
+    stem = cache_file("bpe-proofs", f"{key}-tokenizers-{tokenizers.__version__}-{_code_version()}")
     if stem is not None:
         try:
-            return str(json.loads(stem.with_name(stem.name + ".json").read_text(encoding="utf-8"))["reason"]), stem
-        except (OSError, ValueError, KeyError, TypeError):
+            return str(json.loads(read_kept(stem.with_name(stem.name + ".json")) or b"")["reason"]), stem
+        except (ValueError, KeyError, TypeError):
             pass
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of lists, none in a cycle: the collector would walk them for nothing
@@ -153,11 +160,12 @@ def _proof(backend: Any, source: Path | None) -> tuple[str, Path | None]:
 
 def _ranks(backend: Any, vocab: dict[str, int] | None, record: Path | None) -> dict[bytes, int]:
     """tiktoken's ranks for the backend's model: each token's bytes and its id. Read from the `record` kept in
-    an earlier run for the same model when it holds one per token (0.02 s against 0.2 s to ask for the
-    vocabulary and translate it), else made and kept there."""
-    if record is not None:
-        with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
-            ranks = marshal.loads(record.read_bytes())
+    an earlier run for the same model (0.02 s against 0.2 s to ask for the vocabulary and translate it) when it
+    is what was written (`read_kept`) and holds one rank per token, else made and kept there."""
+    kept = read_kept(record) if record is not None else None
+    if kept is not None:
+        with contextlib.suppress(ValueError, EOFError, TypeError):
+            ranks = marshal.loads(kept)
             if isinstance(ranks, dict) and len(ranks) == backend.get_vocab_size(with_added_tokens=False):
                 return ranks
     # each character of a token's spelling stands for one byte: translated to the latin-1 character of that

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _compat
-from ..tokenizer.cache_folder import cache_file, keep
+from ..tokenizer.cache_folder import cache_file, keep, read_kept
 from ..tokenizer.folder import load_tokenizer
 from .followed import shape_concat, shape_filters, shape_join, shape_tojson
 
@@ -78,17 +78,18 @@ def compile_template(source: str, shapes: bool = False) -> Any:
 
 def _compiled(environment: Any, source: str) -> Any:
     """`environment.from_string(source)`, its code read from the cache folder when compiled before with the same
-    key, else compiled and kept there. A record that cannot be read is compiled again; a cache folder that cannot
-    be written keeps nothing."""
+    key, else compiled and kept there. A record that cannot be read or trusted (`read_kept`), or whose code does
+    not make a template, is compiled again; a cache folder that cannot be written keeps nothing."""
     record = _code_record(environment, source)
-    code = None
+    kept = read_kept(record) if record is not None else None
+    if kept is not None:
+        with contextlib.suppress(Exception):  # not a template's code after all: compiled again below
+            code = marshal.loads(kept)
+            if isinstance(code, types.CodeType):
+                return environment.template_class.from_code(environment, code, environment.make_globals(None), None)
+    code = environment.compile(source)
     if record is not None:
-        with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
-            code = marshal.loads(record.read_bytes())
-    if not isinstance(code, types.CodeType):
-        code = environment.compile(source)
-        if record is not None:
-            keep(record, marshal.dumps(code))
+        keep(record, marshal.dumps(code))
     return environment.template_class.from_code(environment, code, environment.make_globals(None), None)
 
 
@@ -127,8 +128,9 @@ def _code_record(environment: Any, source: str) -> Path | None:
 
 @lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
-    """Python's bytecode version, jinja2's and transformers' versions, and this package's code that makes the
-    environments and their filters (a filter applied to a constant is run when compiling)."""
+    """Python's bytecode version, jinja2's and transformers' versions and transformers' code that makes its
+    environment, and this package's code that makes the overlays and their filters (a filter applied to a constant
+    is run when compiling, its result written into the code)."""
     import importlib.util
 
     import jinja2
@@ -137,5 +139,6 @@ def _code_fingerprint() -> str:
     here = Path(__file__).parent
     parts = [importlib.util.MAGIC_NUMBER, sys.version.encode(), jinja2.__version__.encode()]
     parts.append(transformers.__version__.encode())
+    parts.append(Path(_compat.transformers_template_module()).read_bytes())
     parts += [path.read_bytes() for path in (Path(__file__), here / "followed.py", here.parent / "_compat.py")]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()

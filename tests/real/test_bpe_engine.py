@@ -156,7 +156,16 @@ def test_the_ranks_are_kept_and_read_again_and_a_damaged_record_is_made_again(
         assert engine is not None and engine.encode_batch([text], specials=True)[0].ids.tolist() == expected
     import marshal
 
-    record.write_bytes(marshal.dumps({b"a": 1}))  # one token where the model has 128,000
-    mended, _ = bpe_engine.load(backend, source)
-    assert mended is not None and mended.encode_batch([text], specials=True)[0].ids.tolist() == expected
-    assert len(made) > calls and len(marshal.loads(record.read_bytes())) == backend.get_vocab_size(False)
+    from hf_chat_templates.tokenizer.cache_folder import keep, read_kept
+
+    ranks = marshal.loads(read_kept(record) or b"")
+    swapped = {**ranks, b"Hello": ranks[b" the"], b" the": ranks[b"Hello"]}
+    for damage in (
+        lambda: keep(record, marshal.dumps({b"a": 1})),  # one token where the model has 128,000
+        lambda: record.write_bytes(record.read_bytes()[:32] + marshal.dumps(swapped)),  # not what was written
+    ):
+        damage()
+        calls = len(made)
+        mended, _ = bpe_engine.load(backend, source)
+        assert mended is not None and mended.encode_batch([text], specials=True)[0].ids.tolist() == expected
+        assert len(made) > calls and marshal.loads(read_kept(record) or b"") == ranks

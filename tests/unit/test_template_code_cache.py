@@ -11,6 +11,7 @@ import jinja2
 import pytest
 
 from hf_chat_templates import _compat
+from hf_chat_templates.tokenizer.cache_folder import keep, read_kept
 from hf_chat_templates.training import loading
 
 from ..helpers import spy
@@ -52,20 +53,34 @@ def test_a_compiled_template_is_read_again_and_renders_as_transformers_does(
     assert _render(loading.compile_template(TEMPLATE)) == expected and _of_sources(compiles) == 1
     assert _render(loading.compile_template(TEMPLATE)) == expected and _of_sources(compiles) == 1  # read, not compiled
     assert len(_records(cache)) == 1
-    loading.compile_template(TEMPLATE, shapes=True)  # another environment (its code generator): a record of its own
+    shaped = _render(loading.compile_template(TEMPLATE, shapes=True))  # another environment: a record of its own
     assert _of_sources(compiles) == 2 and len(_records(cache)) == 2
+    assert _render(loading.compile_template(TEMPLATE, shapes=True)) == shaped == expected
+    assert _of_sources(compiles) == 2
     loading.compile_template(TEMPLATE + " ")  # another source
     assert _of_sources(compiles) == 3 and len(_records(cache)) == 3
 
 
-@pytest.mark.parametrize("damage", [b"", b"not marshal", marshal.dumps(1)], ids=["empty", "garbage", "not-code"])
-def test_a_damaged_record_is_compiled_again(cache: Path, monkeypatch: pytest.MonkeyPatch, damage: bytes) -> None:
+@pytest.mark.parametrize(
+    ("damage", "written_by_keep"),
+    [
+        (b"", False),
+        (b"not marshal", True),
+        (marshal.dumps(1), True),
+        (marshal.dumps(compile("x = 1", "<template>", "exec")), True),  # code, not a template's
+        (marshal.dumps(compile("x = 1", "<template>", "exec")), False),  # not what was written
+    ],
+    ids=["empty", "garbage", "not-code", "not-a-template", "changed-by-hand"],
+)
+def test_a_damaged_record_is_compiled_again(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, damage: bytes, written_by_keep: bool
+) -> None:
     expected = _render(loading.compile_template(TEMPLATE))
     (record,) = _records(cache)
-    record.write_bytes(damage)
+    keep(record, damage) if written_by_keep else record.write_bytes(damage)
     compiles = spy(monkeypatch, jinja2.Environment, "compile")
     assert _render(loading.compile_template(TEMPLATE)) == expected and _of_sources(compiles) == 1
-    assert marshal.loads(record.read_bytes()).co_filename == "<template>"  # mended
+    assert "root" in marshal.loads(read_kept(record) or b"").co_names  # mended: a template's code again
 
 
 def test_a_template_that_does_not_compile_fails_each_time_and_keeps_nothing(cache: Path) -> None:
@@ -87,7 +102,7 @@ def test_the_key_holds_the_environments_filters(cache: Path) -> None:
 def test_a_cache_that_cannot_be_written_compiles_each_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "file"))
-    compiles = spy(monkeypatch, jinja2.Environment, "compile")
     expected = _render(_compat.compile_template(TEMPLATE))
+    compiles = spy(monkeypatch, jinja2.Environment, "compile")
     assert _render(loading.compile_template(TEMPLATE)) == _render(loading.compile_template(TEMPLATE)) == expected
     assert _of_sources(compiles) == 2

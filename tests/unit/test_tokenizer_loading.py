@@ -115,22 +115,30 @@ def _record(cache: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "damage",
-    ["{ not json", '{"added_tokens": {}}', '{"added_tokens": [{"id": "1", "content": "<x>"}]}', '{"other": 1}'],
-    ids=["not-json", "not-a-list", "id-not-int", "no-key"],
+    ("damage", "written_by_keep"),
+    [
+        ("{ not json", True),
+        ('{"added_tokens": {}}', True),
+        ('{"added_tokens": [{"id": "1", "content": "<x>"}]}', True),
+        ('{"other": 1}', True),
+        ('{"added_tokens": []}', False),  # well formed, but not what was written: its sha256 does not match
+    ],
+    ids=["not-json", "not-a-list", "id-not-int", "no-key", "changed-by-hand"],
 )
 def test_a_damaged_record_is_not_trusted(
-    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, written_by_keep: bool
 ) -> None:
     from hf_chat_templates.tokenizer import folder as module
+    from hf_chat_templates.tokenizer.cache_folder import keep, read_kept
 
     monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path / "cache"))
     first = read_folder(plain)
-    _record(tmp_path / "cache").write_text(damage)
+    record = _record(tmp_path / "cache")
+    keep(record, damage.encode()) if written_by_keep else record.write_text(damage)
     checked = spy(monkeypatch, module, "_checked_tokenizer_json")
     again = read_folder(plain)
     assert len(checked) == 1 and again.added_tokens == first.added_tokens  # parsed and checked again
-    assert json.loads(_record(tmp_path / "cache").read_text())["added_tokens"] == first.added_tokens  # record mended
+    assert json.loads(read_kept(record) or b"")["added_tokens"] == first.added_tokens  # record mended
 
 
 def test_added_tokens_any_json_string_can_hold_are_recorded(
