@@ -249,6 +249,38 @@ class ByteEncoding:
         return list(zip(char_of_byte[starts].tolist(), (char_of_byte[ends - 1] + 1).tolist()))
 
 
+def tokens_at_batch(encodings: list[Any], chars: list[list[int]]) -> list[list[int | None]] | None:
+    """`ByteEncoding.tokens_at` of each encoding's characters, in one search over the whole batch (one numpy call
+    per batch instead of a few per record); None unless every encoding is a ByteEncoding of the same engine. Every
+    token has at least one byte, so record r's byte b, counted from the bytes before it, falls among its own tokens."""
+    import numpy as np
+
+    if not encodings or any(type(e) is not ByteEncoding for e in encodings):
+        return None
+    lengths = encodings[0]._lengths
+    if any(e._lengths is not lengths for e in encodings):
+        return None
+    counts = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
+    token_base = np.zeros(len(encodings) + 1, np.int64)
+    np.cumsum(counts, out=token_base[1:])
+    ends = np.zeros(int(token_base[-1]) + 1, np.int64)  # ends[t + 1]: the batch's bytes up to token t, inclusive
+    np.cumsum(lengths[np.concatenate([e.ids for e in encodings])], out=ends[1:])
+    byte_base = ends[token_base[:-1]].tolist()
+    inside, at = [], []
+    for e, wanted, base in zip(encodings, chars, byte_base):
+        n = len(e.text)
+        ok = [0 <= c < n for c in wanted]
+        where = [c if good else 0 for c, good in zip(wanted, ok)]
+        inside.append(ok)
+        at += [base + b for b in (where if e.text.isascii() else e._bytes_at(where))]
+    found = (np.searchsorted(ends[1:], at, side="right") if at else np.zeros(0, np.int64)).tolist()
+    out, k = [], 0
+    for ok, first in zip(inside, token_base[:-1].tolist()):
+        out.append([t - first if good else None for t, good in zip(found[k : k + len(ok)], ok)])
+        k += len(ok)
+    return out
+
+
 class BpeEngine:
     """A tiktoken `Encoding` with the tokenizer's ranks, and the byte length of every id."""
 
@@ -268,31 +300,67 @@ class BpeEngine:
         for content, i in added.items():
             lengths[i] = len(content.encode("utf-8"))
         self.lengths = lengths
+        self.added = frozenset(added)
+        self.separator = separator(added, ranks)
         self.threads = os.cpu_count() or 1
         self._pool: ThreadPoolExecutor | None = None
 
     def encode_batch(self, texts: list[str], *, specials: bool) -> list[ByteEncoding]:
         """Each text encoded: added tokens split out as the tokenizer does when `specials`, else all text. The
         texts are cut into one run per thread; tiktoken releases the GIL while it encodes."""
-        import numpy as np
-
-        allowed: Any = "all" if specials else set()
-
-        def run(part: list[str]) -> list[ByteEncoding]:
-            encode = self.encoding.encode_to_numpy
-            return [
-                ByteEncoding(t, encode(t, allowed_special=allowed, disallowed_special=()).view(np.int32), self.lengths)
-                for t in part
-            ]
-
         step = -(-len(texts) // self.threads)
         if self.threads == 1 or len(texts) < 2 * self.threads:
-            return run(texts)
+            return self._encode_joined(texts, specials)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tiktoken")
-        return [
-            e for part in self._pool.map(run, [texts[k : k + step] for k in range(0, len(texts), step)]) for e in part
-        ]
+        runs = [texts[k : k + step] for k in range(0, len(texts), step)]
+        return [e for run in self._pool.map(self._encode_joined, runs, [specials] * len(runs)) for e in run]
+
+    def _encode_joined(self, texts: list[str], specials: bool) -> list[ByteEncoding]:
+        """The texts in one call to tiktoken, joined by the separator token and cut at its ids (a call per text
+        costs as much again, the added tokens handed over each time, and holds the GIL in between); one call
+        per text where a text holds the separator itself."""
+        import numpy as np
+
+        if self.separator is None or len(texts) < 2:
+            return [self._encode_one(t, specials) for t in texts]
+        sep, sep_id = self.separator
+        allowed = self.added if specials else frozenset((sep,))
+        ids = self.encoding.encode_to_numpy(sep.join(texts), allowed_special=allowed, disallowed_special=())
+        cuts = np.flatnonzero(ids == sep_id)
+        if len(cuts) != len(texts) - 1:
+            return [self._encode_one(t, specials) for t in texts]
+        ids = ids.view(np.int32)
+        starts, ends = [0, *(cuts + 1).tolist()], [*cuts.tolist(), len(ids)]
+        return [ByteEncoding(t, ids[a:b].copy(), self.lengths) for t, a, b in zip(texts, starts, ends)]
+
+    def _encode_one(self, text: str, specials: bool) -> ByteEncoding:
+        import numpy as np
+
+        allowed = self.added if specials else frozenset()
+        return ByteEncoding(
+            text,
+            self.encoding.encode_to_numpy(text, allowed_special=allowed, disallowed_special=()).view(np.int32),
+            self.lengths,
+        )
+
+
+def separator(added: dict[str, int], ranks: dict[bytes, int]) -> tuple[str, int] | None:
+    """An added token that joins texts into one call to tiktoken without changing any text's tokens: no added token
+    holds its first character but at the start (so none matches across the end of a text into it), none other
+    begins with it or is a prefix of it (so it is matched whole), and its id is no merged token's. The one with
+    the highest id (reserved tokens, as a rule) of the last 64; None if none of them qualifies."""
+    inner = {c for token in added for c in token[1:]}
+    ids = set(ranks.values())
+    for content, i in itertools.islice(sorted(added.items(), key=lambda item: -item[1]), 64):
+        if (
+            content
+            and content[0] not in inner
+            and i not in ids
+            and not any(t != content and (t.startswith(content) or content.startswith(t)) for t in added)
+        ):
+            return content, i
+    return None
 
 
 def load(backend: Any, source: Path | None = None, vocab: dict[str, int] | None = None) -> tuple[BpeEngine | None, str]:

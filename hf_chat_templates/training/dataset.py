@@ -31,7 +31,7 @@ from ..outputs import check_output, staged_folder
 from ..template.rendering import named_template
 from ..template.training_variant import TRAINING_TEMPLATE_NAME
 from .bpe_engine import describe_encoder
-from .features import FEATURE_TYPES, BatchStats, Problems, TrainingFeatures, render_record
+from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
 from .packing import PACKED_TYPES, PackStats, pack, token_counts
 from .segments import SegmentStats
 from .shapes import ShapeStats
@@ -211,9 +211,10 @@ def _normalized(normalizer: Normalizer, batch: Batch) -> tuple[Batch, list[tuple
     return kept, left, steps
 
 
-def _finish(features: TrainingFeatures, batch: Batch, rendered: tuple[Any, Problems], pre: Any, count: int) -> Part:
-    table, problems, stats = features.batch_table(*rendered)
-    left, steps = pre
+def _finish(features: TrainingFeatures, batch: Batch, encoded: Any, left: Any, steps: Any, count: int) -> Part:
+    """A part's table from its encoding (`TrainingFeatures.encode_texts`, or the future of it), with what the part
+    left out: `left`, before rendering, and the problems since."""
+    table, problems, stats = features.table_of(encoded.result() if isinstance(encoded, Future) else encoded)
     return table, left + [(_kind(why), batch[i][0], why) for i, why in problems], steps, count, stats
 
 
@@ -229,7 +230,7 @@ def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) ->
         part = kept[consumed:]
         rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
         first = (left, steps, len(batch)) if not parts else ([], {}, 0)
-        parts.append(_finish(features, part[:done], (rendered, problems), first[:2], first[2]))
+        parts.append(_finish(features, part[:done], features.encode_texts(rendered, problems), *first))
         consumed += done
     return _joined(parts)
 
@@ -250,13 +251,12 @@ def _parts(
         yield from map_batches(constant((features, normalizer)), _table_of_batch, batches, workers=workers)
         return
 
-    # Render part j + 1 while part j is encoded: encode_batch releases the GIL, so the tokenizer's threads and the
-    # template's Python overlap. A part is a batch, or the records of one whose renderings fit RENDER_BUDGET_CHARS
-    # (agent data with a long prompt on every record); the next part is handed over once the one before is encoded,
-    # so two parts at most are held at once, and a batch is yielded whole once its parts are encoded.
-    with ThreadPoolExecutor(1) as encoder:
+    # Part j + 2 is rendered here while j + 1 is encoded (without the GIL) and j's rows and labels made. A part is a
+    # batch, or the records of one whose renderings fit RENDER_BUDGET_CHARS; it is handed over once the one two
+    # before it is done (three parts held at most), and a batch is yielded whole once its parts are done.
+    with ThreadPoolExecutor(1) as encoder, ThreadPoolExecutor(1) as assembler:
         queued: deque[list[Future[Part]]] = deque()
-        previous: Future[Part] | None = None
+        running: deque[Future[Part]] = deque()
         for batch in batches:
             kept, left, steps = _normalized(normalizer, batch)
             parts: list[Future[Part]] = []
@@ -264,13 +264,14 @@ def _parts(
             while not parts or consumed < len(kept):
                 part = kept[consumed:]
                 rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
-                if previous is not None:
-                    previous.result()
-                while queued and all(f.done() for f in queued[0]):  # batches before this one, encoded
+                if len(running) == 2:
+                    running.popleft().result()
+                while queued and all(f.done() for f in queued[0]):  # batches before this one, done
                     yield _joined([f.result() for f in queued.popleft()])
                 first = (left, steps, len(batch)) if not parts else ([], {}, 0)
-                previous = encoder.submit(_finish, features, part[:done], (rendered, problems), first[:2], first[2])
-                parts.append(previous)
+                encoded = encoder.submit(features.encode_texts, rendered, problems)
+                running.append(assembler.submit(_finish, features, part[:done], encoded, *first))
+                parts.append(running[-1])
                 consumed += done
             queued.append(parts)
         while queued:

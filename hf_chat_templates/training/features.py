@@ -41,6 +41,7 @@ from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
 from ..tokenizer.folder import TOKENIZER_JSON, TokenizerFolder, read_folder
+from .cuts import span_cuts
 from .loading import compile_template, load_tokenizer
 from .segments import SegmentEncoder, SegmentStats, return_freed_memory
 from .shapes import ShapeRenderer, ShapeStats, shape_renderer
@@ -250,24 +251,6 @@ def _direct(state: FeatureState, messages: list[dict[str, Any]], tools: Any) -> 
     return found.text, found.spans
 
 
-def _span_tokens(offsets: list[tuple[int, int]], span: Span) -> tuple[int, int]:
-    covered = [t for t, (a, b) in enumerate(offsets) if b > span.start and a < span.end]
-    return (covered[0], covered[-1]) if covered else (0, -1)
-
-
-def _cuts(enc: Any, spans: tuple[Span, ...], size: int) -> list[tuple[int, int]]:
-    """The token ranges [first, end) of the spans, within the first `size` tokens (empty where cut off)."""
-    cuts = []
-    chars = [c for s in spans for c in (s.start, s.end - 1)]
-    many = getattr(enc, "tokens_at", None)  # one search for all of them (`bpe_engine.ByteEncoding`)
-    ends = many(chars) if many is not None else [enc.char_to_token(c) for c in chars]
-    for span, first, last in zip(spans, ends[::2], ends[1::2]):
-        if first is None or last is None:
-            first, last = _span_tokens(enc.offsets, span)
-        cuts.append((first, min(last + 1, size)) if first < size else (0, 0))
-    return cuts
-
-
 def _encodings(
     state: FeatureState, rendered: list[Rendered], problems: Problems, stats: BatchStats
 ) -> list[tuple[Rendered, Any]]:
@@ -292,22 +275,38 @@ def _encodings(
     return out
 
 
-def encode_rendered(
-    state: FeatureState, rendered: list[Rendered], problems: Problems, max_length: int | None, train_on: str = "all"
-) -> tuple[Any, Any, Any, Problems, BatchStats]:
-    """Flat int32 arrays: (row offsets, ids, labels) where row r is ids[offsets[r]:offsets[r + 1]]; the problems,
-    sorted; the batch's stats."""
-    import numpy as np
+Encoded = tuple[list[tuple["Rendered", Any]], Problems, "BatchStats"]
 
+
+def encode_texts(state: FeatureState, rendered: list[Rendered], problems: Problems) -> Encoded:
+    """A rendered batch encoded, each record beside its encoding (the tokenizer's threads or tiktoken's, without
+    the GIL); `assemble` makes the rows and labels of it."""
     stats = BatchStats(
         control_spellings=sum(r.spells_control for r in rendered),
         shapes=ShapeStats.of([r.how for r in rendered]),
         shapes_off=state.shapes.off if state.shapes is not None else "marked spans: rendered once per record",
     )
+    return _encodings(state, rendered, problems, stats), problems, stats
+
+
+def encode_rendered(
+    state: FeatureState, rendered: list[Rendered], problems: Problems, max_length: int | None, train_on: str = "all"
+) -> tuple[Any, Any, Any, Problems, BatchStats]:
+    """`assemble` of `encode_texts`."""
+    return assemble(encode_texts(state, rendered, problems), max_length, train_on)
+
+
+def assemble(encoded: Encoded, max_length: int | None, train_on: str) -> tuple[Any, Any, Any, Problems, BatchStats]:
+    """Flat int32 arrays: (row offsets, ids, labels) where row r is ids[offsets[r]:offsets[r + 1]]; the problems,
+    sorted; the batch's stats."""
+    import numpy as np
+
+    pairs, problems, stats = encoded
     rows, lengths, cuts_of = [], [], []
-    for r, enc in _encodings(state, rendered, problems, stats):
-        size = len(enc) if max_length is None else min(len(enc), max_length)
-        cuts = _cuts(enc, r.spans, size)
+    sizes = [len(enc) if max_length is None else min(len(enc), max_length) for _, enc in pairs]
+    for (r, enc), size, cuts in zip(
+        pairs, sizes, span_cuts([enc for _, enc in pairs], [r.spans for r, _ in pairs], sizes)
+    ):
         stats.assistant_tokens += sum(end - first for first, end in cuts)
         stats.truncated += size < len(enc)
         kept = [(first, end) for (first, end), trained in zip(cuts, r.trained) if trained and end > first]
@@ -460,12 +459,18 @@ class TrainingFeatures:
 
     def batch_table(self, rendered: list[Rendered], problems: Problems) -> tuple[Any, Problems, BatchStats]:
         """A rendered batch as a pyarrow Table built straight from the flat arrays, its problems and its stats."""
+        return self.table_of(encode_texts(self.state, rendered, problems))
+
+    def encode_texts(self, rendered: list[Rendered], problems: Problems) -> Encoded:
+        """`batch_table`'s first half: the batch encoded (`table_of` makes the table of it)."""
+        return encode_texts(self.state, rendered, problems)
+
+    def table_of(self, encoded: Encoded) -> tuple[Any, Problems, BatchStats]:
+        """`batch_table`'s second half: the table of an encoded batch."""
         import numpy as np
         import pyarrow as pa
 
-        offsets, ids, labels, problems, stats = encode_rendered(
-            self.state, rendered, problems, self.max_length, self.train_on
-        )
+        offsets, ids, labels, problems, stats = assemble(encoded, self.max_length, self.train_on)
         return_freed_memory()  # the batch's encodings are gone
         column = {"input_ids": ids, "attention_mask": np.ones(len(ids), np.int8), "labels": labels}
         table = pa.table(

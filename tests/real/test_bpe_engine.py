@@ -28,13 +28,20 @@ def test_tiktoken_gives_the_tokenizers_ids_offsets_and_characters(base: str, req
     backend = backend_of(request.getfixturevalue(base))
     engine, why = bpe_engine.load(backend)
     assert engine is not None, why
-    tokens = controls(backend)
+    assert engine.separator is not None
+    sep = engine.separator[0]  # texts are joined by it into one call: spelled in the data, or a part of it
+    tokens = [*controls(backend), sep, sep[:-1], sep[1:]]
     text = st.lists(st.one_of(st.sampled_from([*WORDS, *tokens]), st.text(max_size=6)), max_size=12).map("".join)
 
     @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(st.lists(text, min_size=1, max_size=5))
     def equal(texts: list[str]) -> None:
-        for t, fast in zip(texts, engine.encode_batch(texts, specials=True)):
+        encodings = engine.encode_batch(texts, specials=True)
+        everywhere = [list(range(-1, len(t) + 1)) for t in texts]
+        assert bpe_engine.tokens_at_batch(encodings, everywhere) == [
+            e.tokens_at(c) for e, c in zip(encodings, everywhere)
+        ]
+        for t, fast in zip(texts, encodings):
             whole = backend.encode(t, add_special_tokens=False)
             assert first_difference(whole, fast) is None, t
             chars = list(range(-1, len(t) + 1))
@@ -169,3 +176,49 @@ def test_the_ranks_are_kept_and_read_again_and_a_damaged_record_is_made_again(
         mended, _ = bpe_engine.load(backend, source)
         assert mended is not None and mended.encode_batch([text], specials=True)[0].ids.tolist() == expected
         assert len(made) > calls and marshal.loads(read_kept(record) or b"") == ranks
+
+
+def test_texts_joined_into_one_call_are_cut_back_into_each_texts_tokens(
+    llama3_base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is encoded in one call per thread, its texts joined by a reserved token; each text gets the tokens
+    it gets alone, with added tokens split out or kept as text, and a batch whose data spells the joining token
+    itself is encoded text by text."""
+    backend = backend_of(llama3_base)
+    engine, why = bpe_engine.load(backend)
+    assert engine is not None, why
+    sep, sep_id = engine.separator or ("", -1)
+    assert (sep, sep_id) == ("<|reserved_special_token_245|>", 128255)
+    texts = ["", "a<|eot", "<|eot_id|>", "<|begin_of_text|>hello", sep[:-1], "end<|", "Привет 🦙", " ", "x<|"]
+    alone = {specials: [engine._encode_one(t, specials) for t in texts] for specials in (True, False)}
+    assert [list(e.ids) for e in alone[True]] == [backend.encode(t, add_special_tokens=False).ids for t in texts]
+    assert list(alone[False][2].ids) != [128009]  # <|eot_id|> as text
+
+    def one_by_one(text: str, specials: bool) -> bpe_engine.ByteEncoding:
+        raise AssertionError("encoded alone")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "_encode_one", one_by_one)
+        for specials in (True, False):
+            joined = engine._encode_joined(texts, specials)
+            assert [list(e.ids) for e in joined] == [list(e.ids) for e in alone[specials]]
+            assert [e.text for e in joined] == texts
+    spelled = [*texts, f"data that spells {sep} itself"]
+    for specials in (True, False):
+        assert [list(e.ids) for e in engine.encode_batch(spelled, specials=specials)] == [
+            list(engine._encode_one(t, specials).ids) for t in spelled
+        ]
+
+
+def test_the_joining_token_is_one_no_token_can_match_across() -> None:
+    """The highest-id added token whose first character is inside no added token, that no other added token
+    begins with or is a prefix of, and that BPE never makes; None when no added token is such."""
+    separator = bpe_engine.separator
+    assert separator({"<|a|>": 10, "<|b|>": 11}, {}) == ("<|b|>", 11)
+    # '<' inside x<y: x<y could match across the end of a text into <|b|>; nothing holds 'x' but at its start
+    assert separator({"<|a|>": 10, "<|b|>": 11, "x<y": 9}, {}) == ("x<y", 9)
+    assert separator({"<|a|>": 10, "a<|": 11}, {}) is None
+    assert separator({"<|a|>": 10, "<|a|>b": 11}, {}) is None  # one begins with the other
+    assert separator({"<|a|>": 10, "<|a": 11}, {}) is None  # a prefix would match first
+    assert separator({"<|endoftext|>": 5}, {b"x": 5}) is None  # BPE makes the id too
+    assert separator({"<|a|>": 10, "<|b|>": 11}, {b"x": 11}) == ("<|a|>", 10)
