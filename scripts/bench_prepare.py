@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_verify import best, common_arguments, conversation
+from bench_verify import PRINT_PEAK_KIB, best, common_arguments, conversation
 
 KWARGS = {"date_string": "26 Jul 2024"}
 
@@ -44,15 +43,13 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int) -> tuple[flo
     data = workdir / "memory.jsonl"
     write_jsonl(data, count, seed + 1)
     code = (
-        "import resource, sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
+        "import sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
         f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}); "
-        "print(time.perf_counter() - t, r.written)"
+        "print(time.perf_counter() - t, r.written); " + PRINT_PEAK_KIB
     )
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert int(out[1]) == count, out
-    return float(out[0]), max(peak, before) / 1024
+    return float(out[0]), int(out[2]) / 1024
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_verify import WORDS, best, common_arguments, conversation, sentence
+from bench_verify import PRINT_PEAK_KIB, WORDS, best, common_arguments, conversation, sentence
 
 KWARGS = {"date_string": "26 Jul 2024"}
 SYSTEM_SENTENCES = 50  # about 3,000 tokens with the tool block
@@ -117,13 +117,14 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int, make: Any) -
         for _ in range(count):
             handle.write(json.dumps(make(rng), ensure_ascii=False) + "\n")
     code = (
-        "import resource, sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
+        "import sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
         f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}, force=True); "
         "line = [x for x in r.describe().splitlines() if 'segment cache' in x][0].strip(); "
-        "print(time.perf_counter() - t, r.written, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, line, sep='|')"
+        "print(time.perf_counter() - t, r.written, line, sep='|'); " + PRINT_PEAK_KIB
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    seconds, written, rss, line = out.strip().splitlines()[-1].split("|")
+    *_, last, rss = out.strip().splitlines()
+    seconds, written, line = last.split("|")
     assert int(written) == count, out
     data.unlink()
     return float(seconds), int(rss) / 1024, line

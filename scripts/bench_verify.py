@@ -83,6 +83,16 @@ def common_arguments(description: str, measured: str) -> argparse.ArgumentParser
     return parser
 
 
+# Python run in a child to print its own peak resident memory in KiB: Linux's VmHWM (ru_maxrss survives exec, so a
+# child would report the peak of the process that started it when that was higher), ru_maxrss elsewhere
+PRINT_PEAK_KIB = (
+    "import resource; "
+    "hwm = [int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')] "
+    "if sys.platform == 'linux' else []; "
+    "print(hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+)
+
+
 def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     """The fastest of `repeat` runs: the machine is shared, and the fastest run is the least disturbed."""
     times = []

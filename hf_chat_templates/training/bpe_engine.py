@@ -307,7 +307,7 @@ class BpeEngine:
 
     def encode_batch(self, texts: list[str], *, specials: bool) -> list[ByteEncoding]:
         """Each text encoded: added tokens split out as the tokenizer does when `specials`, else all text. The
-        texts are cut into one run per thread; tiktoken releases the GIL while it encodes."""
+        texts are cut into one run per thread, each encoded in one call (`_encode_joined`) without the GIL."""
         step = -(-len(texts) // self.threads)
         if self.threads == 1 or len(texts) < 2 * self.threads:
             return self._encode_joined(texts, specials)

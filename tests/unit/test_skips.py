@@ -133,4 +133,4 @@ def test_batches_are_bounded_by_bytes_too(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "c.jsonl", [long] * 10)
     source = open_conversations(data)
     sizes = [len(b) for b in record_batches(source, lambda *_: None, max_bytes=3000)]
-    assert sizes == [3, 3, 3, 1] and BATCH_BYTES == 64 << 20
+    assert sizes == [3, 3, 3, 1] and BATCH_BYTES == 16 << 20
