@@ -33,6 +33,7 @@ _CHUNK = 1 << 20
 _ROWS = 256
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a decoded string, a surrogate is a lone one (pairs are decoded)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TABULAR = (".parquet", ".pq")
 
@@ -48,7 +49,8 @@ def json_depth(text: str) -> int:
 
 
 def parse_json_line(raw: bytes, number: int) -> tuple[Any, str | None]:
-    """(value, None) for one JSONL line, or (None, why) when it is not UTF-8, not JSON or nested too deep."""
+    """(value, None) for one JSONL line, or (None, why) when it is not UTF-8, not JSON, nested too deep or holds a
+    lone surrogate."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -59,11 +61,32 @@ def parse_json_line(raw: bytes, number: int) -> tuple[Any, str | None]:
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and json_depth(text) > MAX_DEPTH:
         return None, f"nested deeper than {MAX_DEPTH} levels"
     try:
-        return json.loads(text), None
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         return None, f"not JSON: {err.msg} at column {err.colno}"
     except RecursionError:
         return None, f"nested deeper than {MAX_DEPTH} levels"
+    lone = lone_surrogate(value) if b"\\ud" in raw or b"\\uD" in raw else None  # only an escape writes one
+    return (None, lone) if lone else (value, None)
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """Where a string of a parsed JSON value holds a lone surrogate (JSON's "\\ud800" escape alone: not Unicode
+    text, so no tokenizer encodes it), as the record's problem; None if nowhere."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str) and (found := _SURROGATE.search(item)):
+            at = f"{where.lstrip('.')} " if where else ""
+            return (
+                f"{at}holds a lone surrogate (\\u{ord(found.group()):x}) at character {found.start() + 1}: not "
+                "Unicode text, no tokenizer encodes it; write the character it stands for, or its pair"
+            )
+        if isinstance(item, dict):
+            stack += [(f"{where}.{k}", v) for k, v in reversed(item.items())]
+        elif isinstance(item, list):
+            stack += [(f"{where}[{k}]", v) for k, v in reversed(list(enumerate(item)))]
+    return None
 
 
 def _raw_lines(handle: BinaryIO) -> Iterator[bytes]:
@@ -123,7 +146,8 @@ def _json_values(path: Path, data: bytes) -> list[Value]:
     except json.JSONDecodeError as err:
         raise _json_error(path, f"not JSON: {err.msg} (column {err.colno})", err.lineno) from None
     if not isinstance(whole, list):
-        return [(1, whole, None, len(data))]
+        lone = lone_surrogate(whole)
+        return [(1, None if lone else whole, lone, len(data))]
     decoder, index, line, counted = json.JSONDecoder(), text.index("[") + 1, 1, 0
     values: list[Value] = []
     for _ in whole:
@@ -131,7 +155,8 @@ def _json_values(path: Path, data: bytes) -> list[Value]:
             index += 1
         line, counted = line + text.count("\n", counted, index), index
         value, index = decoder.raw_decode(text, index)
-        values.append((line, value, None, index - counted))
+        lone = lone_surrogate(value) if "\\ud" in text[counted:index].lower() else None
+        values.append((line, None if lone else value, lone, index - counted))
     return values
 
 

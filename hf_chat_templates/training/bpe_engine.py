@@ -318,21 +318,24 @@ class BpeEngine:
 
     def _encode_joined(self, texts: list[str], specials: bool) -> list[ByteEncoding]:
         """The texts in one call to tiktoken, joined by the separator token and cut at its ids (a call per text
-        costs as much again, the added tokens handed over each time, and holds the GIL in between); one call
-        per text where a text holds the separator itself."""
+        costs as much again, the added tokens handed over each time, and holds the GIL in between); a text that
+        holds the separator itself is encoded alone."""
         import numpy as np
 
         if self.separator is None or len(texts) < 2:
             return [self._encode_one(t, specials) for t in texts]
         sep, sep_id = self.separator
+        spelled = {k for k, t in enumerate(texts) if sep in t}
+        joined = [t for k, t in enumerate(texts) if k not in spelled]
         allowed = self.added if specials else frozenset((sep,))
-        ids = self.encoding.encode_to_numpy(sep.join(texts), allowed_special=allowed, disallowed_special=())
+        ids = self.encoding.encode_to_numpy(sep.join(joined), allowed_special=allowed, disallowed_special=())
         cuts = np.flatnonzero(ids == sep_id)
-        if len(cuts) != len(texts) - 1:
+        if len(cuts) != len(joined) - 1:  # not seen: `separator` rules it out
             return [self._encode_one(t, specials) for t in texts]
         ids = ids.view(np.int32)
         starts, ends = [0, *(cuts + 1).tolist()], [*cuts.tolist(), len(ids)]
-        return [ByteEncoding(t, ids[a:b].copy(), self.lengths) for t, a, b in zip(texts, starts, ends)]
+        cut = iter([ByteEncoding(t, ids[a:b].copy(), self.lengths) for t, a, b in zip(joined, starts, ends)])
+        return [self._encode_one(t, specials) if k in spelled else next(cut) for k, t in enumerate(texts)]
 
     def _encode_one(self, text: str, specials: bool) -> ByteEncoding:
         import numpy as np
@@ -349,10 +352,12 @@ def separator(added: dict[str, int], ranks: dict[bytes, int]) -> tuple[str, int]
     """An added token that joins texts into one call to tiktoken without changing any text's tokens: no added token
     holds its first character but at the start (so none matches across the end of a text into it), none other
     begins with it or is a prefix of it (so it is matched whole), and its id is no merged token's. The one with
-    the highest id (reserved tokens, as a rule) of the last 64; None if none of them qualifies."""
+    a reserved one (a template writes the others, a model's newest token may be its tool-call tag) of the highest id
+    among the last 64; None if none of them qualifies."""
     inner = {c for token in added for c in token[1:]}
     ids = set(ranks.values())
-    for content, i in itertools.islice(sorted(added.items(), key=lambda item: -item[1]), 64):
+    last = sorted(added.items(), key=lambda item: -item[1])[:64]
+    for content, i in sorted(last, key=lambda item: "reserved" not in item[0].lower()):
         if (
             content
             and content[0] not in inner

@@ -203,11 +203,19 @@ def test_texts_joined_into_one_call_are_cut_back_into_each_texts_tokens(
             joined = engine._encode_joined(texts, specials)
             assert [list(e.ids) for e in joined] == [list(e.ids) for e in alone[specials]]
             assert [e.text for e in joined] == texts
-    spelled = [*texts, f"data that spells {sep} itself"]
+    spelled = [*texts, f"data that spells {sep} itself", sep]
     for specials in (True, False):
-        assert [list(e.ids) for e in engine.encode_batch(spelled, specials=specials)] == [
-            list(engine._encode_one(t, specials).ids) for t in spelled
-        ]
+        expected = [list(engine._encode_one(t, specials).ids) for t in spelled]
+        alone_now: list[str] = []
+
+        def counted(text: str, sp: bool, seen: list[str] = alone_now, one=engine._encode_one):  # type: ignore[no-untyped-def]
+            seen.append(text)
+            return one(text, sp)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(engine, "_encode_one", counted)
+            assert [list(e.ids) for e in engine._encode_joined(spelled, specials)] == expected
+        assert alone_now == spelled[-2:]  # only the texts that spell it
 
 
 def test_the_joining_token_is_one_no_token_can_match_across() -> None:
@@ -222,3 +230,6 @@ def test_the_joining_token_is_one_no_token_can_match_across() -> None:
     assert separator({"<|a|>": 10, "<|a": 11}, {}) is None  # a prefix would match first
     assert separator({"<|endoftext|>": 5}, {b"x": 5}) is None  # BPE makes the id too
     assert separator({"<|a|>": 10, "<|b|>": 11}, {b"x": 11}) == ("<|a|>", 10)
+    # a reserved token before one a template writes (an install's newest token may be its tool-call tag)
+    tokens = {"<|reserved_special_token_0|>": 10, "<|reserved_special_token_1|>": 11, "<|function_call|>": 12}
+    assert separator(tokens, {}) == ("<|reserved_special_token_1|>", 11)

@@ -59,6 +59,24 @@ def test_a_line_nested_100000_levels_is_a_problem_of_that_line(good: Path, tmp_p
     assert checked.records == 2 and [n for n, _ in checked.bad_lines] == [2, 3]
 
 
+def test_a_lone_surrogate_is_a_problem_of_its_record_and_a_pair_is_its_character(good: Path, tmp_path: Path) -> None:
+    """JSON's "\\ud800" escape alone decodes to a string no tokenizer encodes (tiktoken and tokenizers both raise):
+    the record is named with the string's place, a JSON file's as well as a JSONL line's; an escaped pair is the
+    character it stands for."""
+    lone = {"messages": [{"role": "user", "content": "bad \ud800 x"}, {"role": "assistant", "content": "ok"}]}
+    pair = {"messages": [{"role": "user", "content": "smile \ud83d\ude00"}, {"role": "assistant", "content": "ok"}]}
+    why = "messages[0].content holds a lone surrogate (\\ud800) at character 5: not Unicode text"
+    data = write_jsonl(tmp_path / "c.jsonl", [PLAIN, json.dumps(lone), json.dumps(pair)])
+    report = prepare(good, data, tmp_path / "out", max_skipped=1)
+    assert report.written == 2 and [n for n, _ in report.bad_lines] == [2]
+    assert report.bad_lines[0][1].startswith(why), report.bad_lines
+    listed = tmp_path / "c.json"
+    listed.write_text(json.dumps([CONVERSATIONS[0], lone, pair]), encoding="utf-8")
+    report = prepare(good, listed, tmp_path / "out-json", max_skipped=1)
+    assert report.written == 2 and report.bad_lines[0][1].startswith(why), report.bad_lines
+    assert not prepare(good, data, tmp_path / "refused").ok  # counted toward --max-skipped 0
+
+
 def test_malformed_records_are_reported_bad_lines_in_verify(good: Path, tmp_path: Path) -> None:
     def turn(**fields: object) -> str:
         return json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", **fields}]})
