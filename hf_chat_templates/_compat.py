@@ -23,13 +23,6 @@ def compile_template(template: str) -> Any:
     return _compile_jinja_template(template)
 
 
-def transformers_template_module() -> str:
-    """The file of transformers' module that makes the environment `compile_template` returns (its filters)."""
-    from transformers.utils import chat_template_utils
-
-    return str(chat_template_utils.__file__)
-
-
 def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages as apply_chat_template hands them to a template: None values dropped, objects made plain."""
     from transformers.utils.chat_template_utils import _normalize_chat_messages
@@ -109,10 +102,26 @@ def fast_renderer(compiled: Any, variables: dict[str, Any]) -> Callable[[dict[st
 
 def join_generator() -> Any:
     """A jinja2 code generator writing the `~` operator as `environment.join_strings((a, b, ...))` instead of
-    jinja2's own `str_join`, so an environment can see the values it joins (where autoescape is off)."""
+    jinja2's own `str_join`, so an environment can see the values it joins (where autoescape is off), and the `in`
+    and `not in` operators as `environment.contains(a, b)`; a chain of comparisons holding one of them
+    (`a in b == c`) as `environment.unfollowed(...)`, which raises."""
     from jinja2.compiler import CodeGenerator
 
     class JoinGenerator(CodeGenerator):
+        def visit_Compare(self, node: Any, frame: Any) -> None:
+            ops = [op.op for op in node.ops]
+            if not {"in", "notin"} & set(ops):
+                super().visit_Compare(node, frame)
+                return
+            if len(ops) > 1:
+                self.write("environment.unfollowed('a chain of comparisons holding in')")
+                return
+            self.write("(not environment.contains(" if ops[0] == "notin" else "(environment.contains(")
+            self.visit(node.expr, frame)
+            self.write(", ")
+            self.visit(node.ops[0].expr, frame)
+            self.write("))")
+
         def visit_Concat(self, node: Any, frame: Any) -> None:
             if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
                 super().visit_Concat(node, frame)

@@ -34,6 +34,8 @@ from typing import Any
 PARAMETERS = frozenset(
     {
         "output",
+        "check_every",
+        "per_turn",
         "force",
         "tokenizer",
         "template",

@@ -56,6 +56,21 @@ from .app import (
     help="Pack rows into sequences of at most SEQ_LEN tokens (position_ids restart per example, as TRL's "
     "padding-free training reads them).",
 )
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="No fast path: each record rendered by transformers' template and encoded whole by the tokenizer (the "
+    "reference the fast paths are checked against; slower).",
+)
+@click.option(
+    "--check-every",
+    type=int,
+    default=256,
+    show_default=True,
+    metavar="N",
+    help="Through the run, one record in N (and the first ones, and each new shape's first) goes through the fast "
+    "paths and the plain path both; a difference turns that fast path off for the rest of the run.",
+)
 @click.option("--workers", type=int, default=None, help="Worker processes.")
 @click.option(
     "--engine",
@@ -91,6 +106,8 @@ def prepare_command(
     train_on: str,
     allow_control_tokens_in_content: bool,
     pack: int | None,
+    exact: bool,
+    check_every: int,
     workers: int | None,
     engine: str,
     ray_address: str | None,
@@ -137,6 +154,8 @@ def prepare_command(
         train_on=train_on,
         allow_control_tokens_in_content=allow_control_tokens_in_content,
         pack=pack,
+        exact=exact,
+        check_every=check_every,
     )
     if as_json:
         emit_json(report.to_dict())

@@ -34,7 +34,7 @@ from .bpe_engine import describe_encoder
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
 from .packing import PACKED_TYPES, PackStats, pack, token_counts
 from .segments import SegmentStats
-from .shapes import ShapeStats
+from .shapes import CHECK_EVERY, ShapeStats
 
 DATA_FILE = "data-00000-of-00001.arrow"
 MAX_LISTED = 100
@@ -80,6 +80,8 @@ class PrepareReport:
     encoder_off: str = ""  # why the tokenizer's own encoder ran instead of tiktoken
     shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
     shapes_off: str = ""  # why every record was rendered directly
+    exact: bool = False  # no fast path: each record rendered by transformers' template and encoded whole
+    check_every: int = CHECK_EVERY  # one record (text) in this many through the fast paths also the plain way
 
     @property
     def ok(self) -> bool:
@@ -124,6 +126,8 @@ class PrepareReport:
             "segment_cache": self.segments.to_dict(self.segments_off),
             "encoder": {"tiktoken": not self.encoder_off, "off_reason": self.encoder_off or None},
             "shapes": self.shapes.to_dict(self.shapes_off),
+            "exact": self.exact,
+            "check_every": self.check_every,
         }
 
     def _destination(self) -> str:
@@ -149,6 +153,21 @@ class PrepareReport:
             )
         return lines
 
+    def _fast_lines(self) -> list[str]:
+        if self.exact:
+            return ["  fast paths: off (--exact: each record rendered by transformers' template, encoded whole)"]
+        lines = [
+            f"  rendering by shape: {self.shapes.describe(self.shapes_off)}",
+            f"  segment cache: {self.segments.describe(self.segments_off)}",
+            f"  encoder: {describe_encoder(self.encoder_off)}",
+        ]
+        if not (self.segments_off and self.encoder_off):
+            lines.append(
+                f"  checked against the plain path (the first records, each new shape, 1 in {self.check_every}): "
+                f"{self.shapes.checked:,} renderings, {self.segments.checked:,} encodings, all equal"
+            )
+        return lines
+
     def describe(self) -> str:
         lines = [
             f"prepared {self.written} of {self.records} records from {self.path} into {self._destination()}",
@@ -158,9 +177,7 @@ class PrepareReport:
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
             f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
             *self._training_lines(),
-            f"  rendering by shape: {self.shapes.describe(self.shapes_off)}",
-            f"  segment cache: {self.segments.describe(self.segments_off)}",
-            f"  encoder: {describe_encoder(self.encoder_off)}",
+            *self._fast_lines(),
             *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
         ]
         counts = self.tally.skipped
@@ -218,6 +235,10 @@ def _finish(features: TrainingFeatures, batch: Batch, encoded: Any, left: Any, s
     return table, left + [(_kind(why), batch[i][0], why) for i, why in problems], steps, count, stats
 
 
+def _places(part: Batch, unit: str) -> list[str]:
+    return [f"{unit} {where}" for where, _ in part]
+
+
 def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) -> Part:
     """One batch as an Arrow table (built where the batch was encoded: it crosses processes as buffers), rendered
     and encoded a part at a time when its renderings exceed RENDER_BUDGET_CHARS (a template that writes megabytes
@@ -228,7 +249,9 @@ def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) ->
     consumed = 0
     while not parts or consumed < len(kept):
         part = kept[consumed:]
-        rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
+        rendered, problems, done = features.render_part(
+            [r for _, r in part], RENDER_BUDGET_CHARS, _places(part, "record")
+        )
         first = (left, steps, len(batch)) if not parts else ([], {}, 0)
         parts.append(_finish(features, part[:done], features.encode_texts(rendered, problems), *first))
         consumed += done
@@ -263,7 +286,8 @@ def _parts(
             consumed = 0
             while not parts or consumed < len(kept):
                 part = kept[consumed:]
-                rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS)
+                places = _places(part, source.unit)
+                rendered, problems, done = features.render_part([r for _, r in part], RENDER_BUDGET_CHARS, places)
                 if len(running) == 2:
                     running.popleft().result()
                 while queued and all(f.done() for f in queued[0]):  # batches before this one, done
@@ -420,6 +444,8 @@ def prepare(
     train_on: str = "all",
     allow_control_tokens_in_content: bool = False,
     pack: int | None = None,
+    exact: bool = False,
+    check_every: int = CHECK_EVERY,
 ) -> PrepareReport:
     """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically).
 
@@ -431,7 +457,11 @@ def prepare(
     declares control tokens the template writes, used with those found. `train_on` (all, last, weighted: a
     message's `weight` 0/1 or `train` key) picks the turns trained; content that spells a control token is encoded
     as text unless `allow_control_tokens_in_content`; `pack` packs rows into sequences of at most that many tokens
-    (best fit, `position_ids` restarting per example, as TRL's padding-free training reads them)."""
+    (best fit, `position_ids` restarting per example, as TRL's padding-free training reads them). `exact` turns
+    every fast path off (rendering by shape, the segment cache, tiktoken): each record is rendered by transformers'
+    template and encoded whole by the tokenizer, the reference the fast paths are checked against; otherwise one
+    record in `check_every` (and the first records, and each new shape's first) goes both ways and a difference
+    turns that fast path off for the rest of the run."""
     _check_prepare_options(pack)
     limit = SkipLimit.parse(max_skipped)
     data = open_conversations(
@@ -447,6 +477,8 @@ def prepare(
     training: dict[str, Any] = {
         "train_on": train_on,
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
+        "exact": exact,
+        "check_every": check_every,
     }
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
         max_length = min(max_length or pack, pack)

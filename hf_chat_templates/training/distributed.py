@@ -39,6 +39,7 @@ from .dataset import (
     template_normalizer,
 )
 from .features import TrainingFeatures
+from .shapes import CHECK_EVERY
 from .shards import Shard, ShardSource, input_files, plan_shards, shard_size
 
 ENGINES = ("local", "ray")
@@ -298,6 +299,8 @@ def prepare_on_ray(
     allow_control_tokens_in_content: bool = False,
     pack: int | None = None,
     progress: bool = False,
+    exact: bool = False,
+    check_every: int = CHECK_EVERY,
 ) -> PrepareReport:
     """`prepare` on a Ray cluster: the same features, rows in the same order and the same report, for a JSONL or
     Parquet file or a folder of them (`input_files`). `address` joins a cluster ("auto": the one running here;
@@ -320,6 +323,8 @@ def prepare_on_ray(
     training: dict[str, Any] = {
         "train_on": train_on,
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
+        "exact": exact,
+        "check_every": check_every,
     }
     if pack is not None:
         max_length = min(max_length or pack, pack)

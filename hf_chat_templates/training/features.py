@@ -27,7 +27,7 @@ marked and encoded piece by piece, the others take the batched path.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -44,7 +44,7 @@ from ..tokenizer.folder import TOKENIZER_JSON, TokenizerFolder, read_folder
 from .cuts import span_cuts
 from .loading import compile_template, load_tokenizer
 from .segments import SegmentEncoder, SegmentStats, return_freed_memory
-from .shapes import ShapeRenderer, ShapeStats, shape_renderer
+from .shapes import CHECK_EVERY, ShapeRenderer, ShapeStats, shape_renderer
 from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
 from .turns import WEIGHT_KEYS, trained_spans
 
@@ -52,6 +52,7 @@ IGNORE_INDEX = -100
 _UNRENDERED = "a plain two-exchange conversation does not render"
 FEATURE_TYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int32"}
 TRAIN_ON = ("all", "last", "weighted")
+EXACT = "--exact: each record rendered by transformers' template and encoded by the tokenizer, whole"
 
 Problems = list[tuple[int, str]]  # (index in the batch, why it is left out)
 
@@ -112,8 +113,10 @@ class FeatureState:
     # the folder's named `tool_use` template, compiled: transformers renders a conversation given tools with it
     render_tools: Callable[[dict[str, Any]], str] | None = None
     spelled: re.Pattern[str] = re.compile("(?!)")  # the control tokens data may not forge, longest first
+    spelled_tools: re.Pattern[str] | None = None  # the same for the `tool_use` template, which renders given tools
     segments: SegmentEncoder | None = None  # the renderings encoded by segments, repeated ones from a cache
     shapes: ShapeRenderer | None = None  # records rendered by shape (rendering differences only)
+    shapes_off: str = ""  # why there is no shape renderer at all
     _text_backend: Any = None
 
     @property
@@ -157,7 +160,12 @@ def load_state(
     kwargs: dict[str, Any],
     stop_tokens: Iterable[str] | None,
     control_tokens: Iterable[str] | None,
+    exact: bool = False,
+    check_every: int = CHECK_EVERY,
 ) -> FeatureState:
+    """What a process loads once. `exact`: no fast path at all (the reference the fast paths are compared with):
+    each record rendered by transformers' own compiled template, spans by rendering differences, and encoded whole
+    by the tokenizer. Otherwise the fast paths, each checked on one record (or text) in `check_every`."""
     folder = Path(source)
     # The folder through the validated reader first: a corrupt file is named, never an unexpected error
     files = read_folder(folder) if folder.is_dir() else None
@@ -185,9 +193,10 @@ def load_state(
             parameter="stop_tokens",
         )
     merged = {**tokenizer.special_tokens_map, **tokens.kwarg_defaults, **kwargs}
-    compiled = compile_template(plain)
+    compile_ = _compat.compile_template if exact else compile_template
+    compiled = compile_(plain)
     tool_use = named_template(tokenizer, "tool_use") if template is None else None
-    tool_compiled = compile_template(tool_use) if tool_use is not None else None
+    tool_compiled = compile_(tool_use) if tool_use is not None else None
     return FeatureState(
         tokenizer=tokenizer,
         backend=tokenizer.backend_tokenizer,
@@ -202,23 +211,39 @@ def load_state(
         render_tools=_compat.fast_renderer(tool_compiled, {**tool_compiled.globals, **merged, "documents": None})
         if tool_compiled is not None
         else None,
-        spelled=control_spellings(tokenizer, (plain, marked, tool_use)),
-        segments=_segment_encoder(tokenizer.backend_tokenizer, folder, files),
-        shapes=shape_renderer(plain, tool_use, merged, tokens.stop_tokens, tokens.control_tokens)
-        if marked is None
+        spelled=control_spellings(tokenizer, (marked or plain,)),
+        spelled_tools=control_spellings(tokenizer, (tool_use,)) if tool_use is not None and marked is None else None,
+        segments=_exact_encoder(tokenizer.backend_tokenizer)
+        if exact
+        else _segment_encoder(tokenizer.backend_tokenizer, folder, files, check_every),
+        shapes=shape_renderer(plain, tool_use, merged, tokens.stop_tokens, tokens.control_tokens, check_every)
+        if marked is None and not exact
         else None,
+        shapes_off=EXACT if exact else "marked spans: rendered once per record" if marked is not None else "",
     )
 
 
-def _segment_encoder(backend: Any, folder: Path, files: TokenizerFolder | None) -> SegmentEncoder:
+def _exact_encoder(backend: Any) -> SegmentEncoder:
+    """Whole strings by the tokenizer's own `encode_batch`, nothing else."""
+    encoder = SegmentEncoder(backend, reason=EXACT, fast=False)
+    encoder.engine_off = EXACT
+    return encoder
+
+
+def _segment_encoder(backend: Any, folder: Path, files: TokenizerFolder | None, check_every: int) -> SegmentEncoder:
     """The segment encoder, told the tokenizer.json the backend was loaded from and, when `read_folder` parsed that
     file in this run, its vocabulary (a file checked in an earlier run is not parsed for it: the backend's own
     vocabulary is cheaper to ask for than the file to parse)."""
     if files is None or TOKENIZER_JSON not in files.files:
-        return SegmentEncoder(backend)
+        return SegmentEncoder(backend, check_every=check_every)
     parsed = files.parsed_tokenizer_json
     vocab = parsed["model"].get("vocab") if parsed is not None else None
-    return SegmentEncoder(backend, source=folder / TOKENIZER_JSON, vocab=vocab if isinstance(vocab, dict) else None)
+    return SegmentEncoder(
+        backend,
+        source=folder / TOKENIZER_JSON,
+        vocab=vocab if isinstance(vocab, dict) else None,
+        check_every=check_every,
+    )
 
 
 def render_record(
@@ -284,7 +309,7 @@ def encode_texts(state: FeatureState, rendered: list[Rendered], problems: Proble
     stats = BatchStats(
         control_spellings=sum(r.spells_control for r in rendered),
         shapes=ShapeStats.of([r.how for r in rendered]),
-        shapes_off=state.shapes.off if state.shapes is not None else "marked spans: rendered once per record",
+        shapes_off=state.shapes.off if state.shapes is not None else state.shapes_off,
     )
     return _encodings(state, rendered, problems, stats), problems, stats
 
@@ -359,7 +384,15 @@ class TrainingFeatures:
         control_tokens: Iterable[str] | None = None,
         train_on: str = "all",
         allow_control_tokens_in_content: bool = False,
+        exact: bool = False,
+        check_every: int = CHECK_EVERY,
     ) -> None:
+        if check_every < 1:
+            raise UsageError(
+                f"{option('check_every')} must be at least 1 (1 checks every record), not {check_every}",
+                hint=f"{option('check_every')} {CHECK_EVERY}",
+                parameter="check_every",
+            )
         if max_length is not None and max_length < 1:
             raise UsageError(
                 f"{option('max_length')} must be at least 1, not {max_length}",
@@ -380,6 +413,8 @@ class TrainingFeatures:
         self.control_tokens = tuple(control_tokens) if control_tokens is not None else None
         self.train_on = train_on
         self.allow_control_tokens_in_content = allow_control_tokens_in_content
+        self.exact = exact
+        self.check_every = check_every
         self._state: FeatureState | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -389,7 +424,15 @@ class TrainingFeatures:
     def state(self) -> FeatureState:
         """Loaded on first use, once per process."""
         if self._state is None:
-            self._state = load_state(self.source, self.template, self.kwargs, self.stop_tokens, self.control_tokens)
+            self._state = load_state(
+                self.source,
+                self.template,
+                self.kwargs,
+                self.stop_tokens,
+                self.control_tokens,
+                self.exact,
+                self.check_every,
+            )
             return_freed_memory()  # what loading parsed and dropped (tokenizer.json as Python objects)
         return self._state
 
@@ -401,15 +444,18 @@ class TrainingFeatures:
         """One record rendered (its index left 0), with its spelled control tokens marked when they are not allowed."""
         state = self.state
         drop = WEIGHT_KEYS if self.train_on == "weighted" else ()
-        spelled = spells(state.spelled, record["messages"], record.get("tools"))
+        tools = record.get("tools")
+        # the control tokens of the template that renders the record, as transformers takes them
+        pattern = state.spelled_tools if tools is not None and state.spelled_tools is not None else state.spelled
+        spelled = spells(pattern, record["messages"], tools)
         if not spelled or self.allow_control_tokens_in_content:
             # data spelling a control token is rendered directly: a span's ends may fall on the spelling
             text, spans, how = render_record(state, record, drop, by_shape=not spelled)
             return Rendered(0, text, spans, (), (), spelled, how)
-        marked = {**record, "messages": mark_spellings(state.spelled, record["messages"])}
-        if record.get("tools") is not None:
-            marked["tools"] = mark_spellings(state.spelled, record["tools"])
-        text, spans, literal = unmark(state.spelled, *render_record(state, marked, drop, by_shape=False)[:2])
+        marked = {**record, "messages": mark_spellings(pattern, record["messages"])}
+        if tools is not None:
+            marked["tools"] = mark_spellings(pattern, tools)
+        text, spans, literal = unmark(pattern, *render_record(state, marked, drop, by_shape=False)[:2])
         return Rendered(0, text, spans, (), literal, True)
 
     def render_batch(self, records: list[dict[str, Any]]) -> tuple[list[Rendered], Problems]:
@@ -418,13 +464,29 @@ class TrainingFeatures:
         return rendered, problems
 
     def render_part(
-        self, records: list[dict[str, Any]], budget_chars: int | None = None
+        self, records: list[dict[str, Any]], budget_chars: int | None = None, places: Sequence[str] | None = None
     ) -> tuple[list[Rendered], Problems, int]:
         """`render_batch` on the first records whose renderings fit `budget_chars` (at least one), and how many
-        records it covers: the rest is rendered in the next part."""
+        records it covers: the rest is rendered in the next part. When a checked record's rendering by shape
+        differs from its direct rendering, shapes are off for the rest of the run and the part is rendered again,
+        every record directly; the reason names the record (`places[i]`, say "line 7", else its index)."""
         rendered: list[Rendered] = []
         problems: Problems = []
-        outcomes = render_batch(records, self.render_one, text_of=_text_of, budget_chars=budget_chars)
+        shapes = self.state.shapes
+        watched = shapes is not None and not shapes.off
+        flipped: list[int] = []
+
+        def one(record: dict[str, Any]) -> Rendered:
+            value = self.render_one(record)
+            if watched and not flipped and shapes is not None and shapes.off:
+                flipped.append(next(i for i, r in enumerate(records) if r is record))
+            return value
+
+        outcomes = render_batch(records, one, text_of=_text_of, budget_chars=budget_chars)
+        if flipped and shapes is not None:  # the records before it were filled in from shapes: all again, directly
+            at = flipped[0]
+            shapes.off = f"{places[at] if places is not None else f'record {at} of a batch'}: {shapes.off}"
+            outcomes = render_batch(records, self.render_one, text_of=_text_of, budget_chars=budget_chars)
         for index, value, problem in outcomes:
             if value is None:
                 problems.append((index, f"does not render: {_capped(str(problem))}"))

@@ -10,16 +10,11 @@ same way; joining (`+`, `~`, a macro's output, a `{% set %}` block) keeps the pa
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 MARKER = "@@{}@@"
-# Filters that read a string's text directly (regular expressions, escaping, number parsing): what they do to a
-# marker is not what they do to the text it stands for
-UNFOLLOWED_FILTERS = frozenset({"title", "escape", "e", "forceescape", "wordcount", "wordwrap", "urlize"})
-UNFOLLOWED_FILTERS |= {"urlencode", "striptags", "xmlattr", "float", "int", "pprint", "filesizeformat", "format"}
 MARKERS = re.compile(r"@@(\d+)@@")
 
 Values = Sequence[str]
@@ -89,7 +84,7 @@ class RenderLog:
         self.untracked = ""
 
 
-def _real(x: Any, values: Values) -> Any:
+def real(x: Any, values: Values) -> Any:
     return x.fn(values) if isinstance(x, Taint) else x
 
 
@@ -101,17 +96,24 @@ def raw_text(x: Any) -> Any:
     return str.__str__(x) if isinstance(x, Taint) else x
 
 
-def _names(text: str) -> tuple[str, ...]:
+def names(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
-_CHANGES = _names("strip lstrip rstrip lower upper capitalize casefold swapcase replace removeprefix removesuffix")
-_CHANGES += _names("center ljust rjust zfill expandtabs")
-_QUESTIONS = _names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __contains__ __len__ startswith endswith find rfind")
-_QUESTIONS += _names("count isalnum isalpha isascii isdecimal isdigit isidentifier islower isnumeric isprintable")
-_QUESTIONS += _names("isspace istitle isupper")
-_CHANGES += _names("split rsplit splitlines partition rpartition")  # pieces, see `_derived`
-_UNFOLLOWED = _names("__iter__ __hash__ __mod__ index rindex encode format format_map translate")
+_CHANGES = names("strip lstrip rstrip lower upper capitalize casefold swapcase replace removeprefix removesuffix")
+_CHANGES += names("center ljust rjust zfill expandtabs")
+_QUESTIONS = names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __contains__ __len__ startswith endswith find rfind")
+_QUESTIONS += names("count isalnum isalpha isascii isdecimal isdigit isidentifier islower isnumeric isprintable")
+_QUESTIONS += names("isspace istitle isupper")
+_CHANGES += names("split rsplit splitlines partition rpartition")  # pieces, see `_derived`
+# What `Taint` defines itself (followed, below) and the object machinery that never reads the text. Every other
+# attribute of `str` (`title`, `join`, `*`, `%`, `translate`, copying, one added to `str` in a later Python) is
+# not followed: it reads the marker's text, so using it on a string of the data makes the shape rendered directly.
+_OWN = names("__add__ __radd__ __getitem__ __str__ __bool__ __repr__ __format__")
+STR_INERT = names("__class__ __delattr__ __dir__ __doc__ __getattribute__ __init__ __init_subclass__ __new__")
+STR_INERT += names("__setattr__ __sizeof__ __subclasshook__")
+STR_FOLLOWED = frozenset(_CHANGES + _QUESTIONS + _OWN)
+_UNFOLLOWED = tuple(name for name in dir(str) if name not in STR_FOLLOWED and name not in STR_INERT)
 
 
 class Taint(str):
@@ -154,7 +156,7 @@ class Taint(str):
         fn, a = self.fn, other
 
         def joined(values: Values) -> str:
-            return str(fn(values)) + str(_real(a, values))
+            return str(fn(values)) + str(real(a, values))
 
         return Taint.make(raw_text(self) + raw_text(other), self.tracker, ("+", self.key, _key(other)), joined)
 
@@ -164,7 +166,7 @@ class Taint(str):
         fn, a = self.fn, other
 
         def joined(values: Values) -> str:
-            return str(_real(a, values)) + str(fn(values))
+            return str(real(a, values)) + str(fn(values))
 
         return Taint.make(raw_text(other) + raw_text(self), self.tracker, ("+", _key(other), self.key), joined)
 
@@ -218,10 +220,10 @@ def _change(name: str) -> Callable[..., Any]:
             return method(raw_text(self), *map(raw_text, args))
         fn = self.fn
 
-        def real(values: Values) -> Any:
-            return method(fn(values), *(_real(a, values) for a in args))
+        def changed(values: Values) -> Any:
+            return method(fn(values), *(real(a, values) for a in args))
 
-        return self._derived(key, real)
+        return self._derived(key, changed)
 
     change.__name__ = name
     return change
@@ -291,107 +293,28 @@ def _exact(name: str) -> Callable[..., Any]:
     return exact
 
 
-for _name in _names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__"):
-    setattr(Length, _name, _compare(_name))
-for _name in _names("__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __floordiv__ __rfloordiv__ __truediv__"):
-    setattr(Length, _name, _exact(_name))
-for _name in _names("__rtruediv__ __mod__ __rmod__ __pow__ __rpow__ __neg__ __pos__ __abs__ __index__ __int__"):
-    setattr(Length, _name, _exact(_name))
-for _name in _names("__float__ __hash__ __str__ __repr__ __format__ __bool__ __divmod__ __rdivmod__ __and__ __or__"):
-    setattr(Length, _name, _exact(_name))
+def _exact_value(name: str) -> property:
+    return property(lambda self: getattr(self.exactly(), name))
 
 
-def _followed_filter(name: str, original: Any) -> Any:
-    """A filter that reads a string's text directly (`UNFOLLOWED_FILTERS`): given a string of the data, the shape
-    cannot be followed; given anything else, it is the filter."""
-
-    def filter_(value: Any, *args: Any, **kwargs: Any) -> Any:
-        # `'%s' | format(x)` writes the data into the template's own format, as `~` does
-        given = (value,) if name == "format" else (value, *args, *kwargs.values())
-        tainted = next((x for x in given if isinstance(x, Taint)), None)
-        if tainted is not None:
-            tainted.tracker.lost(f"the filter {name!r} on a string of the data")
-        return original(value, *args, **kwargs)
-
-    return filter_
+def _nonzero(self: Length) -> bool:
+    """`{% if content | length %}`: whether it is empty, the question."""
+    fn = self.fn
+    return bool(self.tracker.check(("bool", self.key), lambda values: fn(values) != 0, int.__int__(self) != 0))
 
 
-def shape_filters(filters: dict[str, Any], tests: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The environment's filters and tests for rendering shapes: `length` of a string of the data is a `Length`, a
-    string of the data is a sequence and iterable (as any string), filters reading text directly are guarded."""
-    length = filters["length"]
-
-    def shape_length(value: Any) -> Any:
-        return Length.of(value) if isinstance(value, Taint) else length(value)
-
-    def is_sequence(value: Any) -> bool:
-        return True if isinstance(value, Taint) else bool(tests["sequence"](value))
-
-    def is_iterable(value: Any) -> bool:
-        return True if isinstance(value, Taint) else bool(tests["iterable"](value))
-
-    guarded = {name: _followed_filter(name, filters[name]) for name in UNFOLLOWED_FILTERS if name in filters}
-    new_filters = {**filters, **guarded, "length": shape_length, "count": shape_length}
-    return new_filters, {**tests, "sequence": is_sequence, "iterable": is_iterable}
-
-
-# ---- tojson on a shape: each string becomes a marker that stands for its JSON escaping -------------------------
-
-
-def _json_ready(value: Any, ensure_ascii: bool) -> tuple[Any, bool]:
-    """`value` with each string of the data replaced by the marker of its JSON-escaped text; whether any was."""
-    if isinstance(value, Taint):
-        fn, tracker = value.fn, value.tracker
-
-        def escaped(values: Values) -> str:
-            return json.dumps(fn(values), ensure_ascii=ensure_ascii)[1:-1]
-
-        return raw_text(tracker.marked(("json", ensure_ascii, value.key), escaped)), True
-    if isinstance(value, dict):
-        if any(isinstance(k, Taint) for k in value):
-            next(k for k in value if isinstance(k, Taint)).tracker.lost("tojson of a mapping keyed by data")
-        pairs = [(k, _json_ready(v, ensure_ascii)) for k, v in value.items()]
-        return ({k: v for k, (v, _) in pairs}, True) if any(t for _, (_, t) in pairs) else (value, False)
-    if isinstance(value, (list, tuple)):
-        items = [_json_ready(v, ensure_ascii) for v in value]
-        return ([v for v, _ in items], True) if any(t for _, t in items) else (value, False)
-    return value, False
-
-
-def shape_concat(parts: Any) -> str:
-    """jinja2's `concat` (a macro's output, a `{% set %}` block, the rendering): a string of the data when any of
-    the parts is one."""
-    parts = list(parts)
-    if not any(isinstance(p, Taint) for p in parts):
-        return "".join(parts)
-    tracker = next(p for p in parts if isinstance(p, Taint)).tracker
-
-    def joined(values: Values) -> str:
-        return "".join(str(_real(p, values)) for p in parts)
-
-    return Taint.make("".join(parts), tracker, None, joined, parts)
-
-
-def shape_join(items: Any) -> str:
-    """The `~` operator (jinja2's `str_join`): each item made a string, then `shape_concat`."""
-    return shape_concat([x if isinstance(x, str) else str(x) for x in items])
-
-
-def shape_tojson(tojson: Any) -> Any:
-    """transformers' `tojson`, writing markers for the data's strings (the values it gets on a shape)."""
-
-    plain: list[Any] = [None]  # the last value found to hold none (the tools, serialized again in each render)
-
-    def filter_(x: Any, ensure_ascii: bool = False, *args: Any, **kwargs: Any) -> Any:
-        if x is plain[0]:
-            return tojson(x, ensure_ascii, *args, **kwargs)
-        try:  # a value holding no string of the data serializes without a marker: the fast way to know
-            if "@@" not in json.dumps(x, ensure_ascii=False):
-                plain[0] = x
-                return tojson(x, ensure_ascii, *args, **kwargs)
-        except (TypeError, ValueError):
-            pass
-        ready, tainted = _json_ready(x, ensure_ascii)
-        return tojson(ready if tainted else x, ensure_ascii, *args, **kwargs)
-
-    return filter_
+# A comparison is a question; any other use of `int` (arithmetic, printing, `bit_length`, `real`, one added to
+# `int` later) asks for the exact length
+LENGTH_COMPARED = names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__")
+INT_INERT = (*STR_INERT, "from_bytes")
+for _name in dir(int):
+    if _name in INT_INERT:
+        continue
+    if _name == "__bool__":
+        setattr(Length, _name, _nonzero)
+    elif _name in LENGTH_COMPARED:
+        setattr(Length, _name, _compare(_name))
+    elif callable(getattr(int, _name)):
+        setattr(Length, _name, _exact(_name))
+    else:
+        setattr(Length, _name, _exact_value(_name))

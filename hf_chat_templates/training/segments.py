@@ -12,8 +12,10 @@ It is proven before it is used, and whole-string encoding is used where it does 
 - from the tokenizer's components: Metaspace with `prepend_scheme` "first" (SentencePiece's `▁` goes before the
   first piece of the text only, and a piece encoded alone is a first piece), special tokens encoded as text, no
   atomic added token to split at;
-- on the data: the first `SAMPLE_RECORDS` renderings of a run are encoded both ways and their ids and offsets
-  compared; the first difference (sampled record, token position, the two tokens) turns segments off for the run.
+- on the data, through the whole run: the first `SAMPLE_RECORDS` renderings of a run and one in `check_every`
+  after them are encoded both ways (and tiktoken's encodings, where it runs, against the tokenizer's own) and their
+  ids and offsets compared; the first difference (the text, token position, the two tokens) turns tiktoken off,
+  then segments, for the rest of the run, and the batch is encoded again. The texts checked are counted.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .. import _compat
 from . import bpe_engine
 
 SAMPLE_RECORDS = 16
+CHECK_EVERY = 256
 CACHE_BYTES = 64 * 2**20
 # What a cached tokenizers `Encoding` holds per token (ids, type ids, token string, word, offsets, masks), estimated
 # high so the cache stays within its bound.
@@ -48,6 +51,7 @@ class SegmentStats:
     hits: int = 0
     tokens: int = 0
     cached_tokens: int = 0
+    checked: int = 0  # texts also encoded whole by the tokenizer and compared
 
     def __add__(self, other: SegmentStats) -> SegmentStats:
         return SegmentStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -62,6 +66,9 @@ class SegmentStats:
             f"on (hit rate {self.hits / self.lookups:.0%}, "
             f"{self.cached_tokens / max(self.tokens, 1):.0%} of tokens from the cache)"
         )
+
+    def describe_checked(self) -> str:
+        return f"{self.checked:,} texts also encoded whole by the tokenizer, all equal"
 
     def to_dict(self, off: str) -> dict[str, Any]:
         return {
@@ -224,6 +231,7 @@ class SegmentEncoder:
         fast: bool | None = None,
         source: Path | None = None,
         vocab: dict[str, int] | None = None,
+        check_every: int = CHECK_EVERY,
     ) -> None:
         self.backend = backend
         self.off = static_reason(backend) if reason is None else reason
@@ -237,6 +245,8 @@ class SegmentEncoder:
         self._atomic = _atomic_ids(self.splitter)
         self.cache = SegmentCache(max_bytes)
         self.to_prove = sample
+        self.check_every = max(1, check_every)
+        self.texts = 0  # texts encoded so far: the one in `check_every` checked is counted on it
         self._seen: set[int] = set()
         self._judged_on = SegmentStats()  # the tokens seen until the cache has shown whether it pays
 
@@ -246,19 +256,25 @@ class SegmentEncoder:
             return [], SegmentStats()
         judged, off = self._judged_on, self.off  # as they were, should this batch be encoded again
         encodings, stats = (self._whole(texts), SegmentStats()) if self.off else self._judged(texts)
-        if self.to_prove > 0:
-            sample = texts[: self.to_prove]
-            difference = _sample_difference(self.backend, self._whole(sample, own=True), encodings)
-            if difference and self.engine is not None:
-                # tiktoken is the first suspect: the batch again with the tokenizer's own encoder, proven anew
-                self.engine, self.engine_off = None, f"{difference} (tiktoken)"
-                self.cache, self._seen = SegmentCache(self.cache.max_bytes), set()
-                self._judged_on, self.off = judged, off
-                return self.encode_batch(texts)
-            self.to_prove -= len(sample)
-            if difference:
-                self.off, self.to_prove = difference, 0
-                return self._whole(texts), SegmentStats()
+        if self.off and self.engine is None:  # the tokenizer's own whole-string encoding: the reference itself
+            self.texts += len(texts)
+            return encodings, stats
+        first = self.texts
+        picked = [k for k in range(len(texts)) if k < self.to_prove or (first + k + 1) % self.check_every == 0]
+        whole = self._whole([texts[k] for k in picked], own=True)
+        difference = _sample_difference(self.backend, whole, [encodings[k] for k in picked], picked)
+        if difference and self.engine is not None:
+            # tiktoken is the first suspect: the batch again with the tokenizer's own encoder, proven anew
+            self.engine, self.engine_off = None, f"{difference} (tiktoken)"
+            self.cache, self._seen = SegmentCache(self.cache.max_bytes), set()
+            self._judged_on, self.off = judged, off
+            return self.encode_batch(texts)
+        self.to_prove = max(0, self.to_prove - len(texts))
+        self.texts += len(texts)
+        if difference:
+            self.off, self.to_prove = difference, 0
+            return self._whole(texts), SegmentStats(checked=len(picked))
+        stats.checked += len(picked)
         return encodings, stats
 
     def _judged(self, texts: list[str]) -> tuple[list[Any], SegmentStats]:
@@ -376,13 +392,13 @@ def _token_at(backend: Any, encoding: Any, t: int) -> str:
     return f"{backend.id_to_token(int(encoding.ids[t]))!r} at characters {encoding.offsets[t]}"
 
 
-def _sample_difference(backend: Any, whole: list[Any], encodings: list[SegmentEncoding]) -> str:
-    """Why segment encoding is off after the sample: the first record where it differs, or ""."""
-    for k, (a, b) in enumerate(zip(whole, encodings)):
+def _sample_difference(backend: Any, whole: list[Any], encodings: list[Any], at: list[int]) -> str:
+    """Why the fast encoding is off after a check: the first checked text where it differs, or ""."""
+    for k, a, b in zip(at, whole, encodings):
         t = first_difference(a, b)
         if t is not None:
             return (
-                f"encoding the text between control tokens alone differs from whole-string encoding (sampled "
-                f"record {k + 1}, token {t}: {_token_at(backend, a, t)} whole, {_token_at(backend, b, t)} by segments)"
+                f"the fast encoding differs from the tokenizer's whole-string encoding (text {k + 1} of a batch, "
+                f"token {t}: {_token_at(backend, a, t)} whole, {_token_at(backend, b, t)} fast)"
             )
     return ""

@@ -22,8 +22,14 @@ skeletons and each record's spans are found again on its own filled-in texts. A 
 first messages is kept and serves every shape that starts with the same messages (agent data: the system prompt
 and tools rendered once, not once per shape).
 
-It is also proven before use: the first `SAMPLE_RECORDS` records are rendered both ways and compared (text and
-spans); the first difference turns shapes off for the run, naming the record and position.
+Only what is known is followed (`followed`): the str methods, jinja2 filters and tests, operators and calls it
+follows are an allow-list, and any other use of a string of the data (`title()`, `indent`, a method of the
+template's own text given one) makes the shape rendered directly, with the reason.
+
+It is also checked through the whole run, not only at its start: the first `SAMPLE_RECORDS` records, the first
+record of every new shape and one record in `check_every` after that are rendered both ways and compared (text and
+spans); the first difference turns shapes off for the rest of the run, naming the record and position, and the
+caller renders that batch again directly (`TrainingFeatures.render_part`).
 
 Strings under the keys `role` and `type` and empty strings stay part of the shape (templates branch on them); so do
 numbers, booleans, keys and the tools (serialized as the shape's key).
@@ -46,6 +52,7 @@ from .followed import MARKERS, RealFn, RenderLog, Tracker, Values, raw_text
 from .loading import compile_template
 
 SAMPLE_RECORDS = 16
+CHECK_EVERY = 256  # one record in this many rendered both ways through the run
 MAX_SHAPES = 2048
 CACHE_CHARS = 32 * 2**20  # skeleton (and rendering) characters kept, least recently used out first
 MAX_MARKERS = 1_000_000
@@ -174,20 +181,24 @@ class ShapeStats:
     filled: int = 0
     built: int = 0
     direct: int = 0
+    checked: int = 0  # filled in and also rendered directly, and found equal (or the difference turned shapes off)
 
     def __add__(self, other: ShapeStats) -> ShapeStats:
         return ShapeStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     @classmethod
     def of(cls, hows: Sequence[str]) -> ShapeStats:
-        filled = sum(h in ("shape", "new") for h in hows)
-        return cls(filled, sum(h == "new" for h in hows), sum(h == "direct" for h in hows))
+        """From each record's `how` (`ShapeRenderer.render_record`)."""
+        filled = sum(h.startswith(("shape", "new")) for h in hows)
+        built, direct = sum(h.startswith("new") for h in hows), sum(h == "direct" for h in hows)
+        return cls(filled, built, direct, sum(h.endswith(CHECKED) for h in hows))
 
     def describe(self, off: str) -> str:
         if off:
             return f"off: {off} (each record rendered directly)"
         total = self.filled + self.direct
         line = f"on ({self.filled:,} of {total:,} records filled in from {self.built:,} shapes"
+        line += f", {self.checked:,} of them also rendered directly and equal"
         if self.direct:
             line += (
                 f"; {self.direct:,} rendered directly: the template tests their text and it answers otherwise, "
@@ -212,6 +223,7 @@ def first_difference(a: str, b: str) -> int:
     return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
+CHECKED = "+checked"  # the end of a record's `how` when it was also rendered directly and compared
 Direct = Callable[[], tuple[str, tuple[Span, ...]]]
 Render = Callable[[dict[str, Any]], str]
 
@@ -227,6 +239,7 @@ class ShapeRenderer:
         stop_tokens: Sequence[str],
         control_tokens: Sequence[str],
         off: str = "",
+        check_every: int = CHECK_EVERY,
     ) -> None:
         self.render, self.render_tools = render, render_tools
         self.stops, self.controls = tuple(stop_tokens), tuple(control_tokens)
@@ -239,11 +252,14 @@ class ShapeRenderer:
         self.renders: OrderedDict[Any, tuple[str, RenderLog]] = OrderedDict()  # by (first messages, prompt, tools)
         self.render_chars = 0
         self.proven = 0
+        self.check_every = max(1, check_every)
+        self.filled = 0  # records filled in from a shape so far
         self.off = off
 
     def render_record(self, messages: list[dict[str, Any]], tools: Any, direct: Direct) -> tuple[str, Any, str]:
         """(text, spans, how): how is "shape" (filled in), "new" (a shape rendered for it, then filled in),
-        "direct" (rendered directly although shapes are on) or "" (shapes off)."""
+        "direct" (rendered directly although shapes are on) or "" (shapes off); a filled-in record also rendered
+        directly and compared has `CHECKED` added."""
         if self.off:
             return (*direct(), "")
         leaves: list[str] = []
@@ -265,12 +281,14 @@ class ShapeRenderer:
         spans = filled if shape.prefixes is None else self._spans_again(shape.prefixes, leaves, messages, text)
         if spans is None or any(s.end <= s.start for s in spans):  # a change left a span nothing: not followed
             return (*direct(), "direct")
-        if self.proven < SAMPLE_RECORDS:
+        self.filled += 1
+        if how == "new" or self.proven < SAMPLE_RECORDS or self.filled % self.check_every == 0:
             self.proven += 1
             expected = direct()
             if expected != (text, spans):
                 self.off = self._difference(expected, (text, spans))
                 return (*expected, "")
+            how += CHECKED
         return text, spans, how
 
     def _spans_again(
@@ -290,10 +308,10 @@ class ShapeRenderer:
         if expected[0] != got[0]:
             at = first_difference(expected[0], got[0])
             return (
-                f"sampled record {self.proven} renders differently from its shape at character {at} "
+                f"a checked record renders differently from its shape at character {at} "
                 f"({expected[0][at : at + 20]!r} rendered, {got[0][at : at + 20]!r} from the shape)"
             )
-        return f"sampled record {self.proven}: its assistant spans differ from its shape's ({expected[1]} vs {got[1]})"
+        return f"a checked record's assistant spans differ from its shape's ({expected[1]} vs {got[1]})"
 
     def _build(self, messages: list[dict[str, Any]], tools: Any, key: Any, values: Values) -> Shape:
         if len(self.ids) > MAX_MARKERS:  # numbers start over, and the renderings written with them go
@@ -358,7 +376,12 @@ def static_reason(template: str, variables: dict[str, Any]) -> str:
 
 
 def shape_renderer(
-    plain: str, tool_use: str | None, variables: dict[str, Any], stops: Sequence[str], controls: Sequence[str]
+    plain: str,
+    tool_use: str | None,
+    variables: dict[str, Any],
+    stops: Sequence[str],
+    controls: Sequence[str],
+    check_every: int = CHECK_EVERY,
 ) -> ShapeRenderer:
     """The renderer by shape for a template (and the one transformers uses given tools), compiled to follow the
     data's strings (`loading.compile_template(shapes=True)`), or off with the reason its source gives."""
@@ -369,4 +392,5 @@ def shape_renderer(
 
     sources = (plain, tool_use) if tool_use is not None else (plain,)
     off = next(filter(None, (static_reason(t, variables) for t in sources)), "")
-    return ShapeRenderer(renderer(plain), renderer(tool_use) if tool_use is not None else None, stops, controls, off)
+    tools_renderer = renderer(tool_use) if tool_use is not None else None
+    return ShapeRenderer(renderer(plain), tools_renderer, stops, controls, off, check_every)

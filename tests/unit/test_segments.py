@@ -93,9 +93,9 @@ def test_the_sample_finds_a_difference_the_components_do_not_show(tmp_path: Path
     encoder = SegmentEncoder(backend, reason="")  # as if the components had not shown it: the sample must
     texts = ["<|im_start|>user\nhi<|im_end|>\n", "<|im_start|>user\nhello there<|im_end|>\n"]
     encodings, stats = encoder.encode_batch(texts)
-    assert encoder.off.startswith("encoding the text between control tokens alone differs from whole-string")
+    assert encoder.off.startswith("the fast encoding differs from the tokenizer's whole-string encoding")
     # this vocabulary has no '▁': it is dropped, and its character moves the offsets of the token after it
-    assert "(sampled record 1, token 1: 'user' at characters (12, 16) whole, 'user' at characters (12, 13)" in (
+    assert "(text 1 of a batch, token 1: 'user' at characters (12, 16) whole, 'user' at characters (12, 13)" in (
         encoder.off
     )
     assert [e.ids for e in encodings] == [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]

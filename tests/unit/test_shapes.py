@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hf_chat_templates import _compat, list_families, prepare
 from hf_chat_templates.template.spans import assistant_spans
 from hf_chat_templates.training.loading import compile_template
-from hf_chat_templates.training.shapes import SAMPLE_RECORDS, ShapeRenderer, static_reason
+from hf_chat_templates.training.shapes import CHECKED, SAMPLE_RECORDS, ShapeRenderer, static_reason
 
 from ..helpers import chatml_folder, corpus_manifest, corpus_names, corpus_templates, write_jsonl
 
@@ -166,7 +166,7 @@ def test_every_published_and_bundled_template_is_filled_in_from_shapes(
     for texts in (["Hello there", "How are you?", "Fine."], ["Another question", "Another answer", "x"]):
         messages = conversation("multi", texts)
         rendered = functools.partial(direct, plain, messages, tools, stops, controls)
-        hows.append(renderer.render_record(messages, tools, rendered)[2])
+        hows.append(renderer.render_record(messages, tools, rendered)[2].removesuffix(CHECKED))
     assert hows == ["new", "shape"], renderer.off
 
 
@@ -190,7 +190,7 @@ def run(renderer: ShapeRenderer, render: Any, contents: list[str]) -> list[str]:
         messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": content}]
         text, spans, how = renderer.render_record(messages, None, functools.partial(render, messages))
         assert (text, spans) == render(messages), content
-        hows.append(how)
+        hows.append(how.removesuffix(CHECKED))
     return hows
 
 
@@ -210,12 +210,12 @@ def test_what_cannot_be_followed_is_rendered_directly_or_turns_shapes_off_with_t
     assert "the filter 'title' on a string of the data" in next(iter(renderer.shapes.values())).untracked
 
 
-def test_the_first_records_are_proven_and_a_difference_turns_shapes_off_naming_record_and_position() -> None:
-    # `in` a string of the template reads the data's text without asking it: the answer cannot be followed
+def test_the_data_in_the_templates_own_text_is_a_question_answered_per_record() -> None:
+    # `in` a string of the template's own text: each record answers it, as `'x' in content` is answered
     source = CHATML.replace("{{ TEXT }}", "{% if m.content in 'Abcdef' %}!{% endif %}{{ m.content }}")
     renderer, render = shape_renderer(source)
-    assert run(renderer, render, ["x", "Abc", "y"]) == ["new", "", ""]
-    assert "sampled record 2 renders differently from its shape at character" in renderer.off
+    assert run(renderer, render, ["x", "Abc", "y", "cde"]) == ["new", "direct", "shape", "direct"]
+    assert not renderer.off
 
 
 def test_spans_move_with_the_text_put_in_place(tmp_path: Path) -> None:
@@ -233,8 +233,12 @@ def test_prepare_says_how_records_were_rendered(tmp_path: Path) -> None:
     ]
     data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in records])
     report = prepare(folder, data, tmp_path / "out")
-    assert "rendering by shape: on (20 of 20 records filled in from 1 shapes)" in report.describe()
-    assert report.to_dict()["shapes"] == {"on": True, "off_reason": None, "filled": 20, "built": 1, "direct": 0}
+    assert (
+        "rendering by shape: on (20 of 20 records filled in from 1 shapes, 16 of them also rendered directly and "
+        "equal)" in report.describe()
+    )
+    shapes = {"on": True, "off_reason": None, "filled": 20, "built": 1, "direct": 0, "checked": 16}
+    assert report.to_dict()["shapes"] == shapes
 
 
 def test_a_record_whose_shape_text_spells_a_marker_is_rendered_directly() -> None:
@@ -281,7 +285,7 @@ def test_lengths_compared_sequences_and_equal_strings_of_the_data_are_followed_n
         ]
         got = renderer.render_record(messages, None, functools.partial(render, messages))
         assert got[:2] == render(messages), content
-        hows.append(got[2])
+        hows.append(got[2].removesuffix(CHECKED))
     # the first record's answers (long, same) hold for the second; "ab" is short, "hello"/"other" differ: direct
     assert hows == ["new", "shape", "direct", "direct", "direct"]
 
@@ -293,7 +297,7 @@ def test_negative_zero_and_an_answer_spelling_the_stop_token_are_not_filled_into
         messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": content, "x": x}]
         got = renderer.render_record(messages, None, functools.partial(render, messages))
         assert got[:2] == render(messages), content
-        assert got[2] == ("direct" if "<|stop|>" in content else "new")
+        assert got[2].removesuffix(CHECKED) == ("direct" if "<|stop|>" in content else "new")
 
 
 def test_a_rendering_kept_for_one_shape_serves_another_only_where_its_record_answers_alike() -> None:
