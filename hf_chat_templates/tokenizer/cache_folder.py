@@ -1,7 +1,7 @@
 """Where this package keeps what it builds or proves once and reads again: `$HF_CHAT_TEMPLATES_CACHE`, else
-`~/.cache/hf_chat_templates` (base tokenizers, BPE proofs and ranks, records of checked files, parsed templates and
-compiled template code). A record is a cache, never the only copy of anything: one that cannot be named, read,
-trusted or written means the work is done again."""
+`~/.cache/hf_chat_templates` (base tokenizers, BPE proofs and ranks, records of checked files and parsed
+templates). A record is a cache, never the only copy of anything: one that cannot be named, read, trusted or
+written means the work is done again. Records are data: no code is loaded from the folder."""
 
 from __future__ import annotations
 

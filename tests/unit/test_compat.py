@@ -22,7 +22,6 @@ from hf_chat_templates import _compat
 # The functions this module tests; each has at least one `test_<name>...` below.
 COVERED = {
     "compile_template",
-    "transformers_template_module",
     "normalize_messages",
     "alias_reasoning_fields",
     "plain_template_data",
@@ -91,11 +90,6 @@ def test_compile_template_is_sandboxed() -> None:
 
     with pytest.raises(SecurityError):
         _compat.compile_template("{{ messages.append(1) }}").render(messages=[])
-
-
-def test_transformers_template_module_defines_the_environment() -> None:
-    source = Path(_compat.transformers_template_module()).read_text(encoding="utf-8")
-    assert "def _cached_compile_jinja_template" in source and "ImmutableSandboxedEnvironment(" in source
 
 
 def test_normalize_messages_drops_none_values() -> None:
