@@ -57,6 +57,12 @@ from .app import (
     "padding-free training reads them).",
 )
 @click.option(
+    "--per-turn",
+    is_flag=True,
+    help="One example per assistant turn: the conversation cut after it, only that turn trained (for templates "
+    "that rewrite earlier turns once more follow, such as Qwen3's and DeepSeek-R1's reasoning).",
+)
+@click.option(
     "--exact",
     is_flag=True,
     help="No fast path: each record rendered by transformers' template and encoded whole by the tokenizer (the "
@@ -106,6 +112,7 @@ def prepare_command(
     train_on: str,
     allow_control_tokens_in_content: bool,
     pack: int | None,
+    per_turn: bool,
     exact: bool,
     check_every: int,
     workers: int | None,
@@ -156,6 +163,7 @@ def prepare_command(
         pack=pack,
         exact=exact,
         check_every=check_every,
+        per_turn=per_turn,
     )
     if as_json:
         emit_json(report.to_dict())

@@ -17,27 +17,34 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from .. import _compat
 from ..conversations.batches import constant, map_batches, progress_bar
-from ..conversations.normalize import UNTRAINED, Normalizer, RecordProblem, RecordTally, SkipLimit, over_limit
+from ..conversations.normalize import (
+    LEFT_OUT,
+    UNTRAINED,
+    Normalizer,
+    RecordProblem,
+    RecordTally,
+    SkipLimit,
+    over_limit,
+)
 from ..conversations.records import ConversationSource, open_conversations, record_batches
 from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
 from ..outputs import check_output, staged_folder
 from ..template.rendering import named_template
 from ..template.training_variant import TRAINING_TEMPLATE_NAME
-from .bpe_engine import describe_encoder
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
-from .packing import PACKED_TYPES, PackStats, pack, token_counts
-from .segments import SegmentStats
-from .shapes import CHECK_EVERY, ShapeStats
+from .packing import PACKED_TYPES, pack, token_counts
+from .report import MAX_LISTED, PrepareReport
+from .shapes import CHECK_EVERY
+from .turns import per_turn as split_turns
 
 DATA_FILE = "data-00000-of-00001.arrow"
-MAX_LISTED = 100
 # Rendered characters held at once per batch: past it the batch is encoded in parts (a hostile or huge template
 # would otherwise pile up 2,048 renderings of up to the render limit each; agent data with a 3,000-token system
 # prompt and tool block on every record is 35 M characters a batch, and its encodings alone would pass 1 GB).
@@ -45,156 +52,6 @@ RENDER_BUDGET_CHARS = 8_000_000
 # (table, (kind, where, why) of each record left out, normalization steps by name, records, the batch's stats)
 Part = tuple[Any, list[tuple[str, int, str]], dict[str, int], int, BatchStats]
 Batch = list[tuple[int, dict[str, Any]]]
-
-
-@dataclass
-class PrepareReport:
-    path: str
-    output: str = ""
-    records: int = 0
-    written: int = 0
-    tokens: int = 0
-    trained_tokens: int = 0
-    truncated: int = 0
-    bad_lines: list[tuple[int, str]] = field(default_factory=list)  # could not be read, or not a conversation
-    unrendered: list[tuple[int, str]] = field(default_factory=list)  # the template failed on them
-    skipped: list[tuple[int, str]] = field(default_factory=list)  # nothing to train
-    spans_from: str = ""
-    tokens_from: str = ""
-    stop_tokens: tuple[str, ...] = ()
-    token_notes: tuple[str, ...] = ()  # what token inference chose or could not decide
-    unit: str = "line"  # what a record's number counts: a line of the file, or a row
-    tally: RecordTally = field(default_factory=RecordTally)
-    reasoning_field: str | None = None
-    max_skipped: str = "0"
-    over_limit: str = ""  # which limit was crossed and how to raise it; nothing was written
-    encoded: int = 0  # rows encoded, published or not
-    train_on: str = "all"
-    assistant_tokens: int = 0  # what train_on="all" would train in the same records
-    control_spellings: int = 0  # records whose content spells a control token
-    allow_control_tokens_in_content: bool = False  # such spellings kept as control tokens
-    pack: int | None = None  # --pack SEQ_LEN
-    packing: PackStats = field(default_factory=PackStats)
-    segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
-    segments_off: str = ""  # why the renderings were encoded whole instead of by segments
-    encoder_off: str = ""  # why the tokenizer's own encoder ran instead of tiktoken
-    shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
-    shapes_off: str = ""  # why every record was rendered directly
-    exact: bool = False  # no fast path: each record rendered by transformers' template and encoded whole
-    check_every: int = CHECK_EVERY  # one record (text) in this many through the fast paths also the plain way
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.written) and not self.over_limit
-
-    def note(self, kind: str, where: int, why: str) -> None:
-        self.tally.skip(kind, where, why)
-        listed = self.skipped if kind == UNTRAINED else self.unrendered if kind == "render" else self.bad_lines
-        if len(listed) < MAX_LISTED:
-            listed.append((where, why))
-
-    def to_dict(self) -> dict[str, Any]:
-        counts = self.tally.skipped
-        return {
-            "path": self.path,
-            "output": self.output,
-            "records": self.records,
-            "written": self.written,
-            "tokens": self.tokens,
-            "trained_tokens": self.trained_tokens,
-            "truncated": self.truncated,
-            "train_on": self.train_on,
-            "assistant_tokens": self.assistant_tokens,
-            "control_spellings": self.control_spellings,
-            "allow_control_tokens_in_content": self.allow_control_tokens_in_content,
-            "pack": self.pack,
-            "packed": vars(self.packing) if self.pack else None,
-            "unit": self.unit,
-            "bad_line_count": counts["read"] + counts["normalize"],
-            "unrendered_count": counts["render"],
-            "skipped_count": counts[UNTRAINED],
-            "bad_lines": [{self.unit: n, "reason": r} for n, r in self.bad_lines],
-            "unrendered": [{self.unit: n, "reason": r} for n, r in self.unrendered],
-            "skipped": [{self.unit: n, "reason": r} for n, r in self.skipped],
-            "skips": self.tally.to_dict(self.reasoning_field),
-            "max_skipped": self.max_skipped,
-            "over_limit": self.over_limit,
-            "spans_from": self.spans_from,
-            "tokens_from": self.tokens_from,
-            "stop_tokens": list(self.stop_tokens),
-            "token_notes": list(self.token_notes),
-            "segment_cache": self.segments.to_dict(self.segments_off),
-            "encoder": {"tiktoken": not self.encoder_off, "off_reason": self.encoder_off or None},
-            "shapes": self.shapes.to_dict(self.shapes_off),
-            "exact": self.exact,
-            "check_every": self.check_every,
-        }
-
-    def _destination(self) -> str:
-        if self.over_limit:
-            return "nothing: too many records left out, so no output written"
-        return self.output or "nothing: no record has anything to train, so no output written"
-
-    def _training_lines(self) -> list[str]:
-        lines = []
-        if self.train_on != "all":
-            lines.append(
-                f"  trains {self.trained_tokens:,} tokens (--train-on {self.train_on}); "
-                f"--train-on all would train {self.assistant_tokens:,}"
-            )
-        if self.control_spellings:
-            how = "kept as control tokens (allowed)" if self.allow_control_tokens_in_content else "encoded as text"
-            lines.append(f"  {self.control_spellings} record(s) spell a control token in their content: {how}")
-        if self.pack:
-            p = self.packing
-            lines.append(
-                f"  packed {p.examples:,} examples into {p.sequences:,} sequences of at most {self.pack} tokens "
-                f"({p.fill:.1%} full); {p.truncated} cut to {self.pack}, {p.dropped} with nothing to train left out"
-            )
-        return lines
-
-    def _fast_lines(self) -> list[str]:
-        if self.exact:
-            return ["  fast paths: off (--exact: each record rendered by transformers' template, encoded whole)"]
-        lines = [
-            f"  rendering by shape: {self.shapes.describe(self.shapes_off)}",
-            f"  segment cache: {self.segments.describe(self.segments_off)}",
-            f"  encoder: {describe_encoder(self.encoder_off)}",
-        ]
-        if not (self.segments_off and self.encoder_off):
-            lines.append(
-                f"  checked against the plain path (the first records, each new shape, 1 in {self.check_every}): "
-                f"{self.shapes.checked:,} renderings, {self.segments.checked:,} encodings, all equal"
-            )
-        return lines
-
-    def describe(self) -> str:
-        lines = [
-            f"prepared {self.written} of {self.records} records from {self.path} into {self._destination()}",
-            f"  spans from: {self.spans_from}",
-            f"  stop tokens: {' '.join(self.stop_tokens)} ({self.tokens_from})",
-            *(f"  note: {n}" for n in self.token_notes),
-            f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
-            f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
-            *self._training_lines(),
-            *self._fast_lines(),
-            *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),
-        ]
-        counts = self.tally.skipped
-        total = sum(counts.values())
-        if total:
-            lines.append(
-                f"  skipped {total} {self.unit}(s): {counts['read']} not readable, {counts['normalize']} not a "
-                f"conversation, {counts['render']} do not render (these count toward --max-skipped "
-                f"{self.max_skipped}), {counts[UNTRAINED]} with nothing to train"
-            )
-            problems = sorted(self.bad_lines + self.unrendered + self.skipped)
-            lines += [f"    {self.unit} {n}: {reason}" for n, reason in problems[:10]]
-            if total > 10:
-                lines.append(f"    … and {total - 10} more (--json lists up to {MAX_LISTED} of each kind)")
-        if self.over_limit:
-            lines.append(f"  refused: {self.over_limit}")
-        return "\n".join(lines)
 
 
 _MALFORMED_WEIGHT = re.compile(r"message \d+: (weight|train) .* (is not|disagree)")
@@ -205,25 +62,33 @@ def _kind(why: str) -> str:
     `train` key ("normalize"), or nothing to train."""
     if why.startswith("does not render"):
         return "render"
+    if why.startswith("every assistant turn is left out"):
+        return LEFT_OUT
     return "normalize" if _MALFORMED_WEIGHT.match(why) else UNTRAINED
 
 
-def _normalized(normalizer: Normalizer, batch: Batch) -> tuple[Batch, list[tuple[str, int, str]], dict[str, int]]:
-    """The batch normalized for the template, the records that could not be, and the steps taken."""
+def _normalized(
+    normalizer: Normalizer, batch: Batch, per_turn: str | None = None
+) -> tuple[Batch, list[tuple[str, int, str]], dict[str, int]]:
+    """The batch normalized for the template, the records that could not be, and the steps taken; with `per_turn`
+    (the train_on setting), each record as one example per assistant turn (`turns.per_turn`), in place: split
+    before normalizing, so what a template writes only after the last user turn (the reasoning) is kept. A record
+    one of whose examples cannot be normalized is left out whole."""
     kept: Batch = []
     left: list[tuple[str, int, str]] = []
     steps: dict[str, int] = {}
     for where, record in batch:
+        examples = split_turns(record, per_turn) if per_turn is not None else [record]
         try:
-            normal, taken = normalizer.apply(record)
+            applied = [normalizer.apply(example) for example in examples]
         except RecordProblem as err:
             left.append(("normalize", where, str(err)))
             continue
         except Exception as err:  # a shape no check foresaw: that record is reported, the batch goes on
             left.append(("normalize", where, f"cannot be normalized ({type(err).__name__}: {err})"))
             continue
-        kept.append((where, normal))
-        for step in taken:
+        kept += [(where, normal) for normal, _ in applied]
+        for step in {step for _, taken in applied for step in taken}:
             steps[step] = steps.get(step, 0) + 1
     return kept, left, steps
 
@@ -232,6 +97,7 @@ def _finish(features: TrainingFeatures, batch: Batch, encoded: Any, left: Any, s
     """A part's table from its encoding (`TrainingFeatures.encode_texts`, or the future of it), with what the part
     left out: `left`, before rendering, and the problems since."""
     table, problems, stats = features.table_of(encoded.result() if isinstance(encoded, Future) else encoded)
+    stats.left_out = [(batch[at][0], i, why) for at, i, why in stats.left_out]
     return table, left + [(_kind(why), batch[i][0], why) for i, why in problems], steps, count, stats
 
 
@@ -244,7 +110,7 @@ def _table_of_batch(state: tuple[TrainingFeatures, Normalizer], batch: Batch) ->
     and encoded a part at a time when its renderings exceed RENDER_BUDGET_CHARS (a template that writes megabytes
     per record), so the renderings held at once stay within the budget."""
     features, normalizer = state
-    kept, left, steps = _normalized(normalizer, batch)
+    kept, left, steps = _normalized(normalizer, batch, features.per_turn)
     parts: list[Part] = []
     consumed = 0
     while not parts or consumed < len(kept):
@@ -281,7 +147,7 @@ def _parts(
         queued: deque[list[Future[Part]]] = deque()
         running: deque[Future[Part]] = deque()
         for batch in batches:
-            kept, left, steps = _normalized(normalizer, batch)
+            kept, left, steps = _normalized(normalizer, batch, features.per_turn)
             parts: list[Future[Part]] = []
             consumed = 0
             while not parts or consumed < len(kept):
@@ -358,6 +224,10 @@ def _stream(
             report.encoder_off = report.encoder_off or stats.encoder_off
             report.shapes += stats.shapes
             report.shapes_off = report.shapes_off or stats.shapes_off
+            report.turns_left_out += stats.turns_left_out
+            report.tokens_left_out += stats.tokens_left_out
+            room = MAX_LISTED - len(report.left_out)
+            report.left_out += [(where, i, why) for where, i, why in stats.left_out[: max(room, 0)]]
             for kind, where, why in problems:
                 report.note(kind, where, why)
             report.tally.add(RecordTally(steps=steps))
@@ -446,6 +316,7 @@ def prepare(
     pack: int | None = None,
     exact: bool = False,
     check_every: int = CHECK_EVERY,
+    per_turn: bool = False,
 ) -> PrepareReport:
     """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically).
 
@@ -457,11 +328,9 @@ def prepare(
     declares control tokens the template writes, used with those found. `train_on` (all, last, weighted: a
     message's `weight` 0/1 or `train` key) picks the turns trained; content that spells a control token is encoded
     as text unless `allow_control_tokens_in_content`; `pack` packs rows into sequences of at most that many tokens
-    (best fit, `position_ids` restarting per example, as TRL's padding-free training reads them). `exact` turns
-    every fast path off (rendering by shape, the segment cache, tiktoken): each record is rendered by transformers'
-    template and encoded whole by the tokenizer, the reference the fast paths are checked against; otherwise one
-    record in `check_every` (and the first records, and each new shape's first) goes both ways and a difference
-    turns that fast path off for the rest of the run."""
+    (best fit, `position_ids` restarting per example, as TRL's padding-free training reads them). `exact`: no fast
+    path (transformers' template, the tokenizer's whole-string encoding); else one record in `check_every` goes both
+    ways too. `per_turn`: one example per assistant turn, the conversation cut after it, that turn trained."""
     _check_prepare_options(pack)
     limit = SkipLimit.parse(max_skipped)
     data = open_conversations(
@@ -479,6 +348,7 @@ def prepare(
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
         "exact": exact,
         "check_every": check_every,
+        "per_turn": per_turn,
     }
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
         max_length = min(max_length or pack, pack)

@@ -301,6 +301,7 @@ def prepare_on_ray(
     progress: bool = False,
     exact: bool = False,
     check_every: int = CHECK_EVERY,
+    per_turn: bool = False,
 ) -> PrepareReport:
     """`prepare` on a Ray cluster: the same features, rows in the same order and the same report, for a JSONL or
     Parquet file or a folder of them (`input_files`). `address` joins a cluster ("auto": the one running here;
@@ -325,6 +326,7 @@ def prepare_on_ray(
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
         "exact": exact,
         "check_every": check_every,
+        "per_turn": per_turn,
     }
     if pack is not None:
         max_length = min(max_length or pack, pack)

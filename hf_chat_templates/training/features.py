@@ -26,33 +26,27 @@ marked and encoded piece by piece, the others take the batched path.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import _compat
 from ..conversations.batches import render_batch
 from ..errors import UsageError, option
-from ..families.tokens import template_tokens
-from ..template.rendering import named_template
-from ..template.spans import Span, assistant_spans
-from ..template.syntax import has_generation_markers
-from ..template.training_variant import TRAINING_TEMPLATE_NAME, export_without_markers, is_training_template
-from ..tokenizer.folder import TOKENIZER_JSON, TokenizerFolder, read_folder
+from ..template.spans import Span
 from .cuts import span_cuts
-from .loading import compile_template, load_tokenizer
-from .segments import SegmentEncoder, SegmentStats, return_freed_memory
-from .shapes import CHECK_EVERY, ShapeRenderer, ShapeStats, shape_renderer
-from .spelled_tokens import control_spellings, encode_pieces, mark_spellings, spells, text_backend, unmark
-from .turns import WEIGHT_KEYS, trained_spans
+from .left_out import assistant_indices, explain, missing_turns, record_reason, turn_text
+from .segments import SegmentStats, return_freed_memory
+from .shapes import CHECK_EVERY, ShapeStats
+from .spelled_tokens import encode_pieces, mark_spellings, spells, unmark
+from .state import FeatureState, load_state, messages_of, prefix_renderer, render_record
+from .turns import WEIGHT_KEYS, trained_spans, turn_weight
 
 IGNORE_INDEX = -100
-_UNRENDERED = "a plain two-exchange conversation does not render"
+NOTHING = "no assistant turn to train"  # a record without an assistant message
+MAX_EXPLAINED = 100  # records per run whose left-out turns are explained by rendering them again (all are counted)
 FEATURE_TYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int32"}
 TRAIN_ON = ("all", "last", "weighted")
-EXACT = "--exact: each record rendered by transformers' template and encoded by the tokenizer, whole"
 
 Problems = list[tuple[int, str]]  # (index in the batch, why it is left out)
 
@@ -68,6 +62,8 @@ class Rendered(NamedTuple):
     literal: tuple[tuple[int, int], ...] = ()
     spells_control: bool = False
     how: str = ""  # from a shape or directly (`ShapeRenderer.render_record`)
+    left_out: tuple[tuple[int, str], ...] = ()  # (message, why) of assistant turns without a span (`left_out`)
+    left_out_tokens: int = 0  # what those turns hold, in tokens of their text
 
 
 @dataclass
@@ -84,6 +80,9 @@ class BatchStats:
     encoder_off: str = ""  # why the tokenizer's own encoder ran instead of tiktoken
     shapes: ShapeStats = field(default_factory=ShapeStats)  # records filled in from a shape, or rendered directly
     shapes_off: str = ""  # why every record was rendered directly
+    turns_left_out: int = 0  # assistant turns without a span, in records that still train
+    tokens_left_out: int = 0
+    left_out: list[tuple[int, int, str]] = field(default_factory=list)  # (index in the batch, message, why)
 
     def __add__(self, other: BatchStats) -> BatchStats:
         return BatchStats(
@@ -94,186 +93,6 @@ class BatchStats:
                 for f in fields(self)
             )
         )
-
-
-@dataclass
-class FeatureState:
-    """What a process loads once: the tokenizer, the compiled template(s), the tokens and where spans come from."""
-
-    tokenizer: Any
-    backend: Any
-    kwargs: dict[str, Any]
-    render_plain: Callable[[dict[str, Any]], str]
-    marked: Any  # the compiled template with hand-written {% generation %} markers, or None
-    stops: tuple[str, ...]
-    controls: tuple[str, ...]
-    spans_from: str
-    tokens_from: str = ""  # declared, a bundled family, or inferred: said in prepare's report
-    token_notes: tuple[str, ...] = ()  # what inference chose or could not decide: said in prepare's report
-    # the folder's named `tool_use` template, compiled: transformers renders a conversation given tools with it
-    render_tools: Callable[[dict[str, Any]], str] | None = None
-    spelled: re.Pattern[str] = re.compile("(?!)")  # the control tokens data may not forge, longest first
-    spelled_tools: re.Pattern[str] | None = None  # the same for the `tool_use` template, which renders given tools
-    segments: SegmentEncoder | None = None  # the renderings encoded by segments, repeated ones from a cache
-    shapes: ShapeRenderer | None = None  # records rendered by shape (rendering differences only)
-    shapes_off: str = ""  # why there is no shape renderer at all
-    _text_backend: Any = None
-
-    @property
-    def text_backend(self) -> Any:
-        """The backend encoding special tokens as text (made on first use)."""
-        if self._text_backend is None:
-            self._text_backend = text_backend(self.backend)
-        return self._text_backend
-
-
-def _templates(tokenizer: Any, source: str, template: str | None) -> tuple[str, str | None, str]:
-    """(plain template, template with hand-written markers or None, where the spans come from)."""
-    marked = (
-        template
-        if template and has_generation_markers(template)
-        else (None if template else named_template(tokenizer, TRAINING_TEMPLATE_NAME))
-    )
-    plain = template or named_template(tokenizer) or (export_without_markers(marked) if marked else None)
-    if plain is None:
-        raise UsageError(
-            f"{source}: the tokenizer has no chat template",
-            hint=f"install one first, or pass {option('template')} / {option('family')}",
-            path=source,
-        )
-    if marked is not None and is_training_template(marked):
-        # A derived training variant wraps the template and finds its spans by rendering differences at render time;
-        # the same spans come faster from the plain template here (assistant-mask proves them equal).
-        return (
-            export_without_markers(marked),
-            None,
-            f"rendering differences (the folder's '{TRAINING_TEMPLATE_NAME}' template is derived from this template)",
-        )
-    if marked is not None:
-        return plain, marked, f"the {{% generation %}} markers of the folder's '{TRAINING_TEMPLATE_NAME}' template"
-    return plain, None, "rendering differences of the chat template"
-
-
-def load_state(
-    source: str,
-    template: str | None,
-    kwargs: dict[str, Any],
-    stop_tokens: Iterable[str] | None,
-    control_tokens: Iterable[str] | None,
-    exact: bool = False,
-    check_every: int = CHECK_EVERY,
-) -> FeatureState:
-    """What a process loads once. `exact`: no fast path at all (the reference the fast paths are compared with):
-    each record rendered by transformers' own compiled template, spans by rendering differences, and encoded whole
-    by the tokenizer. Otherwise the fast paths, each checked on one record (or text) in `check_every`."""
-    folder = Path(source)
-    # The folder through the validated reader first: a corrupt file is named, never an unexpected error
-    files = read_folder(folder) if folder.is_dir() else None
-    tokenizer = load_tokenizer(source, files)
-    plain, marked, origin = _templates(tokenizer, source, template)
-    tokens = template_tokens(
-        tokenizer,
-        plain,
-        kwargs=kwargs,
-        stop_tokens=stop_tokens,
-        control_tokens=control_tokens,
-        generation_config=files.generation_config if files is not None else None,
-    )
-    if tokens.notes and tokens.notes[0].startswith(_UNRENDERED):
-        raise UsageError(
-            f"{'the template file' if template else source + ': the chat template'}: {tokens.notes[0]}",
-            hint="fix the template: hf-chat-templates verify SRC --template FILE shows where and why it fails",
-            parameter="template",
-        )
-    if not tokens.stop_tokens:
-        raise UsageError(
-            ("; ".join(tokens.notes) if tokens.notes else "no stop token is known for this template")
-            + ", so a turn's end cannot be trained",
-            hint=f"declare the token that ends an assistant turn: {option('stop_tokens')} TOKEN",
-            parameter="stop_tokens",
-        )
-    merged = {**tokenizer.special_tokens_map, **tokens.kwarg_defaults, **kwargs}
-    compile_ = _compat.compile_template if exact else compile_template
-    compiled = compile_(plain)
-    tool_use = named_template(tokenizer, "tool_use") if template is None else None
-    tool_compiled = compile_(tool_use) if tool_use is not None else None
-    return FeatureState(
-        tokenizer=tokenizer,
-        backend=tokenizer.backend_tokenizer,
-        kwargs=merged,
-        render_plain=_compat.fast_renderer(compiled, {**compiled.globals, **merged, "documents": None}),
-        marked=_compat.compile_template(marked) if marked else None,
-        stops=tokens.stop_tokens,
-        controls=tokens.control_tokens,
-        spans_from=origin,
-        tokens_from=tokens.origin,
-        token_notes=tokens.notes,
-        render_tools=_compat.fast_renderer(tool_compiled, {**tool_compiled.globals, **merged, "documents": None})
-        if tool_compiled is not None
-        else None,
-        spelled=control_spellings(tokenizer, (marked or plain,)),
-        spelled_tools=control_spellings(tokenizer, (tool_use,)) if tool_use is not None and marked is None else None,
-        segments=_exact_encoder(tokenizer.backend_tokenizer)
-        if exact
-        else _segment_encoder(tokenizer.backend_tokenizer, folder, files, check_every),
-        shapes=shape_renderer(plain, tool_use, merged, tokens.stop_tokens, tokens.control_tokens, check_every)
-        if marked is None and not exact
-        else None,
-        shapes_off=EXACT if exact else "marked spans: rendered once per record" if marked is not None else "",
-    )
-
-
-def _exact_encoder(backend: Any) -> SegmentEncoder:
-    """Whole strings by the tokenizer's own `encode_batch`, nothing else."""
-    encoder = SegmentEncoder(backend, reason=EXACT, fast=False)
-    encoder.engine_off = EXACT
-    return encoder
-
-
-def _segment_encoder(backend: Any, folder: Path, files: TokenizerFolder | None, check_every: int) -> SegmentEncoder:
-    """The segment encoder, told the tokenizer.json the backend was loaded from and, when `read_folder` parsed that
-    file in this run, its vocabulary (a file checked in an earlier run is not parsed for it: the backend's own
-    vocabulary is cheaper to ask for than the file to parse)."""
-    if files is None or TOKENIZER_JSON not in files.files:
-        return SegmentEncoder(backend, check_every=check_every)
-    parsed = files.parsed_tokenizer_json
-    vocab = parsed["model"].get("vocab") if parsed is not None else None
-    return SegmentEncoder(
-        backend,
-        source=folder / TOKENIZER_JSON,
-        vocab=vocab if isinstance(vocab, dict) else None,
-        check_every=check_every,
-    )
-
-
-def render_record(
-    state: FeatureState, record: dict[str, Any], drop: tuple[str, ...] = (), by_shape: bool = True
-) -> tuple[str, tuple[Span, ...], str]:
-    """One record's text and assistant spans (the message keys in `drop` taken off first), and how it was
-    rendered (`ShapeRenderer.render_record`: by shape unless `by_shape` is false or shapes are off)."""
-    # What apply_chat_template does to messages, for JSON data: keys whose value is None are dropped and the
-    # reasoning fields aliased (its conversion of objects to plain data changes nothing in parsed JSON).
-    messages = _compat.alias_reasoning_fields(
-        [{k: v for k, v in m.items() if v is not None and k not in drop} for m in record["messages"]]
-    )
-    tools = record.get("tools")
-    if state.marked is not None:
-        text, indices = _compat.render_with_assistant_indices(state.marked, messages, tools, **state.kwargs)
-        return text, tuple(Span(-1, a, b, None) for a, b in indices if b > a), ""
-    if by_shape and state.shapes is not None:
-        return state.shapes.render_record(messages, tools, lambda: _direct(state, messages, tools))
-    return (*_direct(state, messages, tools), "")
-
-
-def _direct(state: FeatureState, messages: list[dict[str, Any]], tools: Any) -> tuple[str, tuple[Span, ...]]:
-    """A record's text and spans by rendering differences, the template rendered for each prefix."""
-    render_with = state.render_tools if tools is not None and state.render_tools is not None else state.render_plain
-
-    def render(prefix: list[dict[str, Any]], add_generation_prompt: bool) -> str:
-        return render_with({"messages": prefix, "tools": tools, "add_generation_prompt": add_generation_prompt})
-
-    found = assistant_spans(render, messages, state.stops, state.controls)
-    return found.text, found.spans
 
 
 def _encodings(
@@ -307,6 +126,9 @@ def encode_texts(state: FeatureState, rendered: list[Rendered], problems: Proble
     """A rendered batch encoded, each record beside its encoding (the tokenizer's threads or tiktoken's, without
     the GIL); `assemble` makes the rows and labels of it."""
     stats = BatchStats(
+        turns_left_out=sum(len(r.left_out) for r in rendered),
+        tokens_left_out=sum(r.left_out_tokens for r in rendered),
+        left_out=[(r.at, i, why) for r in rendered for i, why in r.left_out],
         control_spellings=sum(r.spells_control for r in rendered),
         shapes=ShapeStats.of([r.how for r in rendered]),
         shapes_off=state.shapes.off if state.shapes is not None else state.shapes_off,
@@ -386,6 +208,7 @@ class TrainingFeatures:
         allow_control_tokens_in_content: bool = False,
         exact: bool = False,
         check_every: int = CHECK_EVERY,
+        per_turn: bool = False,
     ) -> None:
         if check_every < 1:
             raise UsageError(
@@ -411,14 +234,18 @@ class TrainingFeatures:
         self.max_length = max_length
         self.stop_tokens = tuple(stop_tokens) if stop_tokens is not None else None
         self.control_tokens = tuple(control_tokens) if control_tokens is not None else None
-        self.train_on = train_on
+        # --per-turn: each example's last turn trains; which turns give an example is the caller's train_on
+        self.per_turn = train_on if per_turn else None
+        self.train_on = "last" if per_turn else train_on
+        self.drop = WEIGHT_KEYS if train_on == "weighted" else ()  # taken off the messages before rendering
         self.allow_control_tokens_in_content = allow_control_tokens_in_content
         self.exact = exact
         self.check_every = check_every
         self._state: FeatureState | None = None
+        self._explained = 0  # records whose left-out turns were explained (`_left_out`)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_state": None}
+        return {**self.__dict__, "_state": None, "_explained": 0}
 
     @property
     def state(self) -> FeatureState:
@@ -443,7 +270,7 @@ class TrainingFeatures:
     def render_one(self, record: dict[str, Any]) -> Rendered:
         """One record rendered (its index left 0), with its spelled control tokens marked when they are not allowed."""
         state = self.state
-        drop = WEIGHT_KEYS if self.train_on == "weighted" else ()
+        drop = self.drop
         tools = record.get("tools")
         # the control tokens of the template that renders the record, as transformers takes them
         pattern = state.spelled_tools if tools is not None and state.spelled_tools is not None else state.spelled
@@ -488,18 +315,49 @@ class TrainingFeatures:
             shapes.off = f"{places[at] if places is not None else f'record {at} of a batch'}: {shapes.off}"
             outcomes = render_batch(records, self.render_one, text_of=_text_of, budget_chars=budget_chars)
         for index, value, problem in outcomes:
+            messages = records[index]["messages"]
             if value is None:
                 problems.append((index, f"does not render: {_capped(str(problem))}"))
             elif not value.spans:
-                problems.append((index, "no assistant turn to train"))
+                has_turns = assistant_indices(messages)
+                problems.append((index, record_reason(self._explain(records[index])) if has_turns else NOTHING))
             else:
                 try:
-                    trained = trained_spans(records[index]["messages"], value.spans, self.train_on)
+                    trained = trained_spans(messages, value.spans, self.train_on)
                 except ValueError as err:
                     problems.append((index, str(err)))
                     continue
+                missing = [i for i in missing_turns(messages, value.spans) if self._trains(messages, i)]
+                if missing:
+                    value = self._left_out(records[index], value, missing)
                 rendered.append(value._replace(at=index, trained=trained))
         return rendered, problems, len(outcomes)
+
+    def _trains(self, messages: list[dict[str, Any]], i: int) -> bool:
+        """Whether assistant message `i` would train under train_on, had it a span: a turn left out that would not
+        is no loss."""
+        if self.train_on == "last":
+            return i == assistant_indices(messages)[-1]
+        return self.train_on == "all" or turn_weight(messages[i], i)
+
+    def _explain(self, record: dict[str, Any]) -> list[tuple[int, str]]:
+        """Why each assistant turn of `record` has no span, by rendering it directly (`left_out.explain`)."""
+        state = self.state
+        drop = self.drop
+        messages, tools = messages_of(record, drop), record.get("tools")
+        return explain(prefix_renderer(state, tools), messages, state.stops, state.controls)
+
+    def _left_out(self, record: dict[str, Any], value: Rendered, missing: list[int]) -> Rendered:
+        """`value` with its left-out turns: their tokens counted, and why, for the first MAX_EXPLAINED of a run."""
+        messages = record["messages"]
+        texts = [turn_text(messages[i]) for i in missing]
+        tokens = sum(len(e.ids) for e in self.state.backend.encode_batch(texts, add_special_tokens=False))
+        if self._explained < MAX_EXPLAINED:
+            self._explained += 1
+            why = dict(self._explain(record))
+        else:
+            why = {}
+        return value._replace(left_out=tuple((i, why.get(i, "")) for i in missing), left_out_tokens=tokens)
 
     def encoded(self, records: list[dict[str, Any]]) -> tuple[Any, Any, Any, Problems]:
         """Flat arrays for the records that train something: (row offsets, input ids, labels), int32 numpy arrays

@@ -40,3 +40,22 @@ def trained_spans(messages: list[dict[str, Any]], spans: tuple[Span, ...], train
     if train_on == "last":
         return tuple(owner == assistants[-1] for owner in owners)
     return tuple(turn_weight(messages[owner], owner) for owner in owners)
+
+
+def per_turn(record: dict[str, Any], train_on: str = "all") -> list[dict[str, Any]]:
+    """`prepare --per-turn`: one example per assistant turn, the conversation cut after it (the request an agent
+    sends at that generation point, plus that answer); the turn is the last message of its example, so it trains
+    with train_on="last". Under "weighted", only the turns whose message says so (`turn_weight`) give an example.
+    A record without an assistant turn gives itself (it is reported as having nothing to train)."""
+    messages = record.get("messages") if isinstance(record, dict) else None
+    if not isinstance(messages, list):
+        return [record]  # not a conversation: normalizing says so
+    ends = [i + 1 for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+    if train_on == "weighted":
+        try:
+            ends = [end for end in ends if turn_weight(messages[end - 1], end - 1)]
+        except ValueError:
+            return [record]  # a malformed weight: rendering the record whole reports it
+    if not ends:
+        return [record]
+    return [{**record, "messages": messages[:end]} for end in ends]

@@ -127,7 +127,13 @@ def test_records_with_nothing_to_train_do_not_count(good: Path, tmp_path: Path) 
     report = prepare(good, write_jsonl(tmp_path / "c.jsonl", [PLAIN, question]), tmp_path / "out")
     assert (report.written, report.ok, report.over_limit) == (1, True, "")
     assert report.skipped == [(2, "no assistant turn to train")]
-    assert report.tally.skipped == {"read": 0, "normalize": 0, "render": 0, "nothing to train": 1}
+    assert report.tally.skipped == {
+        "read": 0,
+        "normalize": 0,
+        "render": 0,
+        "every turn left out": 0,
+        "nothing to train": 1,
+    }
 
 
 def test_the_cli_exits_1_over_the_limit(good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

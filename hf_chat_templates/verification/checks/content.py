@@ -122,7 +122,7 @@ def _missing(ctx: VerifyContext, probe: Probe, text: str, kept: str | None) -> l
                 Finding(
                     probe.id,
                     f"probe {probe.id}: {what} is dropped once a later answer follows: training on the whole "
-                    f"conversation loses it; train one sample per turn to keep it",
+                    f"conversation loses it; train one sample per turn to keep it (prepare --per-turn)",
                     detail,
                     severity="warning",
                 )

@@ -100,8 +100,8 @@ def _finding(ctx: VerifyContext, probe: Probe, k: int, request: str, full: str) 
         f"probe {probe.id}: {_role(probe, index)} renders differently once the conversation goes past it: the "
         f"request before {turn} shows {around(request, shown, controls)}, the training rendering shows "
         f"{around(full, shown, controls)}; training on the whole conversation trains later turns after a history the "
-        f"model never saw: train one sample per turn (each assistant turn with its own request as prompt), or only "
-        f"the last turn",
+        f"model never saw: train one sample per turn (prepare --per-turn: each assistant turn with its own "
+        f"request as prompt), or only the last turn (--train-on last)",
         detail,
         severity="warning",
         cause="template",
