@@ -9,7 +9,17 @@ all plain data (it pickles into worker processes as it is):
 - `null_content`: `content: null` on an assistant turn with tool calls becomes `""` when the template fails on
   null but renders `""`;
 - `reasoning_field`: `reasoning_content`, `reasoning`, `thinking` and a leading `<think>…</think>` in assistant
-  content are moved to the field the template's source reads (none: left as they are).
+  content are moved to the field the template renders in a last assistant turn after a user turn (none: left as
+  they are, and reasoning in a field is counted as dropped). A field counts only when a distinctive value put in
+  it is in the rendering: a template's text can name a field it never writes (a system prompt that speaks of
+  "thinking"). transformers copies each reasoning field into `reasoning_content` and `thinking` before rendering
+  (`_compat.alias_reasoning_fields`), so the probe fills all three fields with different values at once, which
+  that copying leaves in place, and the value found names the field read;
+- `earlier_reasoning`, `think_last`, `think_earlier`: whether that field is rendered in an assistant turn a later
+  user turn follows (Qwen3, GLM and gpt-oss render reasoning only after the last user message), and whether the
+  reasoning of a leading `<think>…</think>` in content is rendered in the last and in such an earlier turn
+  (DeepSeek-R1-Distill strips it from every turn, Qwen3 from earlier ones). Reasoning a template drops where it
+  stands is left as it is and counted as a loss, by step.
 
 `RecordTally` counts the steps applied and the records left out by kind, with the first examples; `SkipLimit` is
 `max_skipped` (N records, or "P%" of them).
@@ -20,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,13 +41,16 @@ from .formats import SHAREGPT_STEP, TOOLS_STEP
 ARGUMENTS_STEP = "arguments"
 NULL_CONTENT_STEP = "null-content"
 REASONING_STEP = "reasoning"
-REASONING_DROPPED = "reasoning-dropped"  # a field lost: counts toward max_skipped like a record left out
-LOSSES = (REASONING_DROPPED,)
+# Reasoning lost: each counts toward max_skipped like a record left out.
+REASONING_DROPPED = "reasoning-dropped"  # in a field, and the template renders no field
+EARLIER_REASONING_DROPPED = "earlier-reasoning-dropped"  # in a turn before the last user turn, not rendered there
+THINK_DROPPED = "think-dropped"  # a leading <think>…</think> in content that the template strips
+LOSSES = (REASONING_DROPPED, EARLIER_REASONING_DROPPED, THINK_DROPPED)
 REASONING_FIELDS = ("reasoning_content", "thinking")
 _ALIASES = ("reasoning_content", "reasoning", "thinking")
+_CANDIDATES = ("reasoning_content", "thinking", "reasoning")  # probed at once; the first rendered is the target
 _THINK = re.compile(r"\s*<think>(.*?)</think>\s*", re.DOTALL)
-LEFT_OUT = "every turn left out"  # a record with assistant turns, none of which has a span: it trains nothing
-SKIP_KINDS = ("read", "normalize", "render", LEFT_OUT)  # count toward max_skipped
+SKIP_KINDS = ("read", "normalize", "render")  # count toward max_skipped
 UNTRAINED = "nothing to train"  # does not
 MAX_EXAMPLES = 10
 
@@ -67,17 +81,57 @@ def _probe(arguments: Any, content: str | None) -> list[dict[str, Any]]:
     ]
 
 
-def _try(render: Render, messages: list[dict[str, Any]]) -> str | None:
+def _try(render: Render, messages: list[dict[str, Any]], tools: bool = True) -> str | None:
     try:
-        return render(messages, copy.deepcopy(_PROBE_TOOLS))
+        return render(messages, copy.deepcopy(_PROBE_TOOLS) if tools else None)
     except Exception:  # a template may raise anything; a probe that fails is the answer
         return None
 
 
-def reads_reasoning(sources: Iterable[str | None]) -> str | None:
-    """The reasoning field the template source reads: `reasoning_content`, else `thinking`, else None."""
-    text = "\n".join(s for s in sources if s)
-    return next((name for name in REASONING_FIELDS if re.search(rf"\b{name}\b", text)), None)
+def _reasoned(answer: dict[str, Any], earlier: bool) -> list[dict[str, Any]]:
+    """An assistant turn after a user turn, last or followed by a user turn and its answer."""
+    turns = [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", **answer}]
+    if earlier:
+        turns += [{"role": "user", "content": "And 3+3?"}, {"role": "assistant", "content": "6"}]
+    return turns
+
+
+@dataclass(frozen=True)
+class _Reasoning:
+    """Where a template renders reasoning (`Normalizer`'s reasoning decisions)."""
+
+    field: str | None
+    earlier: bool
+    think_last: bool
+    think_earlier: bool
+
+
+def _rendered_reasoning(render: Render) -> _Reasoning:
+    """Where the template renders reasoning, by rendering turns that carry distinctive values in each place."""
+    mark = f"r{secrets.token_hex(6)}"  # in no template and no probe text
+    values = {name: f"{mark}{i}x" for i, name in enumerate(_CANDIDATES)}
+    thought = f"{mark}tx"
+    # A template that needs tools (a tool_use template given alone) is probed with them
+    tools = _try(render, _reasoned({"content": "4"}, False), tools=False) is None
+    plain = {e: _try(render, _reasoned({"content": "4"}, e), tools) for e in (False, True)}
+
+    def rendered(answer: dict[str, Any], earlier: bool) -> str:
+        """The rendering, or "" when it fails or equals the turn's rendering without reasoning."""
+        out = _try(render, _reasoned(answer, earlier), tools)
+        return "" if out is None or out == plain[earlier] else out
+
+    fields = {**values, "content": "4"}
+    last = rendered(fields, False)
+    field = next((name for name in _CANDIDATES if values[name] in last), None)
+    think = {"content": f"<think>{thought}</think>4"}
+    # Where even the turn without reasoning fails, content is not said to lose its reasoning: such records fail to
+    # render and are counted there.
+    return _Reasoning(
+        field=field,
+        earlier=field is not None and values[field] in rendered(fields, True),
+        think_last=plain[False] is None or thought in rendered(think, False),
+        think_earlier=plain[True] is None or thought in rendered(think, True),
+    )
 
 
 class RecordProblem(ValueError):
@@ -115,11 +169,18 @@ class Normalizer:
     parse_arguments: bool = False
     null_content: bool = False
     reasoning_field: str | None = None
+    earlier_reasoning: bool = False
+    think_last: bool = True
+    think_earlier: bool = True
 
     @classmethod
     def for_template(cls, render: Render, sources: Iterable[str | None] = ()) -> Normalizer:
         """Decide each step by rendering probes with `render(messages, tools)` (it raises when the template
-        does); `sources` are the template texts, read for the reasoning field."""
+        does). `sources`, the template texts, are not read: what a template renders is decided by rendering.
+
+        >>> Normalizer.for_template(render).reasoning_field  # Qwen3's template
+        'reasoning_content'
+        """
         text = json.dumps(_PROBE_ARGUMENTS)
         as_string = _try(render, _probe(text, ""))
         as_mapping = _try(render, _probe(dict(_PROBE_ARGUMENTS), ""))
@@ -129,7 +190,15 @@ class Normalizer:
         )
         arguments: Any = dict(_PROBE_ARGUMENTS) if parse or as_string is None else text
         null = _try(render, _probe(arguments, None)) is None and _try(render, _probe(arguments, "")) is not None
-        return cls(parse_arguments=parse, null_content=null, reasoning_field=reads_reasoning(sources))
+        reasoning = _rendered_reasoning(render)
+        return cls(
+            parse_arguments=parse,
+            null_content=null,
+            reasoning_field=reasoning.field,
+            earlier_reasoning=reasoning.earlier,
+            think_last=reasoning.think_last,
+            think_earlier=reasoning.think_earlier,
+        )
 
     def apply(self, record: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
         """`record` with the steps applied (a copy of what changed; the input is not modified) and their names."""
@@ -137,12 +206,13 @@ class Normalizer:
         for index, message in enumerate(record["messages"]):
             for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
                 _check_arguments(index, call)
-        messages = [self._message(m, steps) for m in record["messages"]]
+        last_user = max((i for i, m in enumerate(record["messages"]) if m.get("role") == "user"), default=-1)
+        messages = [self._message(m, i < last_user, steps) for i, m in enumerate(record["messages"])]
         if not steps:
             return record, ()
         return {**record, "messages": messages}, tuple(sorted(steps))
 
-    def _message(self, message: dict[str, Any], steps: set[str]) -> dict[str, Any]:
+    def _message(self, message: dict[str, Any], earlier: bool, steps: set[str]) -> dict[str, Any]:
         if message.get("role") != "assistant":
             return message
         out = message
@@ -155,14 +225,36 @@ class Normalizer:
         if self.null_content and calls and message.get("content") is None:
             out = {**out, "content": ""}
             steps.add(NULL_CONTENT_STEP)
-        if self.reasoning_field:
-            moved = _moved_reasoning(out, self.reasoning_field)
-            if moved is not None:
-                out = moved
+        return self._reasoning(out, earlier, steps)
+
+    def _reasoning(self, message: dict[str, Any], earlier: bool, steps: set[str]) -> dict[str, Any]:
+        """The message with its reasoning where the template renders it; what it drops is counted in `steps`."""
+        found = {k: message[k] for k in _ALIASES if isinstance(message.get(k), str)}
+        if found:
+            carried = any(v.strip() for v in found.values())
+            if self.reasoning_field is None:
+                if carried:
+                    steps.add(REASONING_DROPPED)  # rendered as the data is; the report counts the loss
+                return message
+            moved = _moved_fields(message, found, self.reasoning_field)
+            if moved is not message:
                 steps.add(REASONING_STEP)
-        elif any(isinstance(message.get(k), str) and message[k].strip() for k in _ALIASES):
-            steps.add(REASONING_DROPPED)  # rendered as the data is; the report counts the loss
-        return out
+            if carried and earlier and not self.earlier_reasoning:
+                steps.add(EARLIER_REASONING_DROPPED)
+            return moved
+        content = message.get("content")
+        match = _THINK.match(content) if isinstance(content, str) else None
+        if match is None:
+            return message
+        thought = match.group(1).strip()
+        if self.reasoning_field is not None and (self.earlier_reasoning or not earlier):
+            steps.add(REASONING_STEP)
+            return {**message, "content": content[match.end() :], self.reasoning_field: thought}  # type: ignore[index]
+        if thought and not (self.think_earlier if earlier else self.think_last):
+            # Left in the content, where the template strips it: moved to a field, it would be dropped the same way
+            rendered_later = self.reasoning_field is not None or self.think_last
+            steps.add(EARLIER_REASONING_DROPPED if earlier and rendered_later else THINK_DROPPED)
+        return message
 
     def describe_step(self, step: str) -> str:
         return step_description(step, self.reasoning_field)
@@ -183,24 +275,18 @@ def _parsed_call(call: dict[str, Any]) -> dict[str, Any]:
     return {**call, "function": new_function} if "function" in call else new_function
 
 
-def _moved_reasoning(message: dict[str, Any], target: str) -> dict[str, Any] | None:
-    """The message with its reasoning under `target` only, or None when there is nothing to move."""
-    found = {k: message[k] for k in _ALIASES if isinstance(message.get(k), str)}
-    if found:
-        if set(found) == {target}:
-            return None
-        reasoning = found.get(target) or next(iter(found.values()))
-        out = {k: v for k, v in message.items() if k not in found}
-        out[target] = reasoning
-        return out
-    content = message.get("content")
-    match = _THINK.match(content) if isinstance(content, str) else None
-    if match is None:
-        return None
-    return {**message, "content": content[match.end() :], target: match.group(1).strip()}  # type: ignore[index]
+def _moved_fields(message: dict[str, Any], found: dict[str, str], target: str) -> dict[str, Any]:
+    """The message with the reasoning of its fields `found` under `target` only (itself when it is already)."""
+    if set(found) == {target}:
+        return message
+    reasoning = found.get(target) or next(iter(found.values()))
+    out = {k: v for k, v in message.items() if k not in found}
+    out[target] = reasoning
+    return out
 
 
 def step_description(step: str, reasoning_field: str | None = None) -> str:
+    field = reasoning_field or "the reasoning field"
     return {
         SHAREGPT_STEP: "mapped ShareGPT turns (from/value) onto messages",
         TOOLS_STEP: "parsed a JSON-string tools column into a list",
@@ -208,8 +294,12 @@ def step_description(step: str, reasoning_field: str | None = None) -> str:
         NULL_CONTENT_STEP: 'replaced null content of assistant tool-call turns with "" (the template fails on null)',
         REASONING_DROPPED: "reasoning (reasoning_content, reasoning, thinking) dropped: the template renders no "
         "reasoning (counts toward --max-skipped)",
-        REASONING_STEP: f"moved reasoning (reasoning, thinking, <think>…</think>) into '{reasoning_field}' "
-        "(the field the template reads)",
+        EARLIER_REASONING_DROPPED: "reasoning of assistant turns before the last user turn dropped: the template "
+        "renders reasoning only after it (counts toward --max-skipped; --per-turn keeps it: one example per turn)",
+        THINK_DROPPED: "reasoning in a leading <think>…</think> of assistant content dropped: the template strips "
+        "it from the content and renders no reasoning field (counts toward --max-skipped)",
+        REASONING_STEP: f"moved reasoning ({', '.join(a for a in (*_ALIASES, '<think>…</think>') if a != field)}) "
+        f"into '{field}' (the field the template renders)",
     }.get(step, step)
 
 

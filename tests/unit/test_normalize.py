@@ -10,14 +10,16 @@ from typing import Any
 from hf_chat_templates import _compat, prepare
 from hf_chat_templates.conversations.normalize import (
     ARGUMENTS_STEP,
+    EARLIER_REASONING_DROPPED,
     NULL_CONTENT_STEP,
+    REASONING_DROPPED,
     REASONING_STEP,
+    THINK_DROPPED,
     Normalizer,
-    reads_reasoning,
 )
 from hf_chat_templates.verification.dataset import verify_conversations
 
-from ..helpers import GOOD, write_jsonl
+from ..helpers import GOOD, model_folder, write_jsonl
 
 _ARGUMENTS = "(c.function.arguments if c.function.arguments is string else c.function.arguments | tojson)"
 # Refuses string arguments as Llama 3.2's pythonic template does.
@@ -38,6 +40,21 @@ REASONING = GOOD.replace(
     "{%- if m.content is string -%}",
     "{%- if m.reasoning_content -%}{{- '<think>' + m.reasoning_content + '</think>' -}}{%- endif -%}"
     "{%- if m.content is string -%}",
+)
+
+# Reads thinking; its system text names reasoning_content, which it never writes.
+THINKING = GOOD.replace(
+    "{%- for m in messages -%}",
+    "{{- '<|im_start|>system\\nNo reasoning_content here.<|im_end|>\\n' -}}{%- for m in messages -%}",
+).replace(
+    "{%- if m.content is string -%}",
+    "{%- if m.thinking -%}{{- '<think>' + m.thinking + '</think>' -}}{%- endif -%}{%- if m.content is string -%}",
+)
+# Speaks of thinking and reasoning_content in its system text, renders neither.
+NAMES_ONLY = GOOD.replace(
+    "{%- for m in messages -%}",
+    "{{- '<|im_start|>system\\nKeep thinking and reasoning_content to yourself.<|im_end|>\\n' -}}"
+    "{%- for m in messages -%}",
 )
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -74,9 +91,10 @@ def test_the_probes_decide_each_step_from_the_template() -> None:
     assert Normalizer.for_template(_renderer(DOUBLE)).parse_arguments
     null = Normalizer.for_template(_renderer(NULL_CRASH))
     assert null.null_content and not null.parse_arguments
-    assert Normalizer.for_template(_renderer(REASONING), [REASONING]).reasoning_field == "reasoning_content"
-    assert reads_reasoning(["{{ message.thinking }}"]) == "thinking"
-    assert reads_reasoning([GOOD, None]) is None
+    reasoning = Normalizer.for_template(_renderer(REASONING))
+    assert (reasoning.reasoning_field, reasoning.earlier_reasoning) == ("reasoning_content", True)
+    thinking = Normalizer.for_template(_renderer(THINKING))
+    assert thinking == Normalizer(reasoning_field="thinking", earlier_reasoning=True)
 
 
 def test_apply_parses_arguments_and_replaces_null_content_without_touching_the_input() -> None:
@@ -168,7 +186,7 @@ def test_reasoning_aliases_move_to_the_field_the_template_reads(good: Path, tmp_
         good, write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records]), tmp_path / "out", template=template
     )
     assert report.written == 3 and report.tally.steps == {REASONING_STEP: 2}
-    assert "into 'reasoning_content' (the field the template reads): 2 records" in report.describe()
+    assert "into 'reasoning_content' (the field the template renders): 2 records" in report.describe()
     tokenizer = AutoTokenizer.from_pretrained(str(good))
     texts = [tokenizer.decode(row) for row in load_from_disk(str(tmp_path / "out"))["input_ids"]]
     assert "<|im_start|>assistant\n<think>add</think>4<|im_end|>" in texts[0]
@@ -178,3 +196,128 @@ def test_reasoning_aliases_move_to_the_field_the_template_reads(good: Path, tmp_
 def test_content_is_left_as_it_is_when_the_template_reads_no_reasoning_field() -> None:
     record = {"messages": [{"role": "assistant", "content": "<think>x</think>y"}]}
     assert Normalizer.for_template(_renderer(GOOD), [GOOD]).apply(record) == (record, ())
+
+
+def _decoded(folder: Path, out: Path) -> list[str]:
+    from datasets import load_from_disk
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    return [tokenizer.decode(row) for row in load_from_disk(str(out))["input_ids"]]
+
+
+def _answer(reasoning: dict[str, str], content: str = "4") -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": content, **reasoning}]}
+
+
+def _two_turns(first: str, last: str) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": "3+3?"},
+            {"role": "assistant", "content": last},
+        ]
+    }
+
+
+def test_a_field_named_in_the_templates_text_counts_only_when_rendering_writes_it(good: Path, tmp_path: Path) -> None:
+    # System text that speaks of "thinking", reasoning read from reasoning_content: that is where reasoning goes
+    template = tmp_path / "reasoning.jinja"
+    template.write_text(REASONING.replace("{%- for m", "{{- 'Think before answering; thinking helps.' -}}{%- for m", 1))
+    records = [_answer({"thinking": "add them"}), _answer({"reasoning": "sum"})]
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
+    report = prepare(good, data, tmp_path / "out", template=template)
+    assert report.ok and report.reasoning_field == "reasoning_content" and report.tally.steps == {REASONING_STEP: 2}
+    assert "into 'reasoning_content' (the field the template renders): 2 records" in report.describe()
+    texts = _decoded(good, tmp_path / "out")
+    assert "<think>add them</think>4" in texts[0] and "<think>sum</think>4" in texts[1]
+    # Text naming reasoning_content, rendering thinking: thinking
+    template.write_text(THINKING)
+    moved = prepare(good, data, tmp_path / "thinking", template=template)
+    assert moved.ok and moved.reasoning_field == "thinking" and moved.tally.steps == {REASONING_STEP: 1}
+    assert "into 'thinking' (the field the template renders): 1 records" in moved.describe()
+
+
+def test_a_template_naming_both_fields_but_rendering_neither_counts_reasoning_as_dropped(
+    good: Path, tmp_path: Path
+) -> None:
+    template = tmp_path / "names.jinja"
+    template.write_text(NAMES_ONLY)
+    normalizer = Normalizer.for_template(_renderer(NAMES_ONLY), [NAMES_ONLY])
+    assert normalizer.reasoning_field is None
+    assert normalizer.apply(_answer({"reasoning_content": "add"}))[1] == (REASONING_DROPPED,)
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(_answer({"reasoning_content": "add"}))])
+    refused = prepare(good, data, tmp_path / "refused", template=template)
+    assert not refused.ok and "1 reasoning (reasoning_content, reasoning, thinking) dropped" in refused.over_limit
+    kept = prepare(good, data, tmp_path / "out", template=template, max_skipped=1)
+    assert kept.ok and kept.tally.steps == {REASONING_DROPPED: 1} and kept.reasoning_field is None
+
+
+def test_granites_thinking_switch_is_not_a_reasoning_field(toy_tokenizer_master: Path, tmp_path: Path) -> None:
+    """Granite 3.3's template has a `thinking` variable (a switch) and renders no reasoning of the data."""
+    folder = model_folder("granite-3.3", toy_tokenizer_master, tmp_path / "granite")
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(_answer({"reasoning_content": "add"}))])
+    report = prepare(folder, data, tmp_path / "out", max_skipped=1)
+    assert report.reasoning_field is None and report.tally.steps == {REASONING_DROPPED: 1}
+
+
+def test_qwen3_counts_the_inline_reasoning_it_strips_from_earlier_turns(
+    toy_tokenizer_master: Path, tmp_path: Path
+) -> None:
+    folder = model_folder("qwen3", toy_tokenizer_master, tmp_path / "qwen3")
+    records = [
+        _two_turns("<think>add first</think>4", "<think>add again</think>6"),
+        _answer({}, "<think>only turn</think>4"),
+        _answer({"reasoning_content": "in the field"}),
+    ]
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
+    refused = prepare(folder, data, tmp_path / "refused")
+    assert not refused.ok and "1 reasoning of assistant turns before the last user turn dropped" in refused.over_limit
+    report = prepare(folder, data, tmp_path / "out", max_skipped=1)
+    assert report.ok and report.written == 3 and report.reasoning_field == "reasoning_content"
+    # the last turns' reasoning moved to the field the template renders there: no loss counted for it
+    assert report.tally.steps == {EARLIER_REASONING_DROPPED: 1, REASONING_STEP: 2}
+    text = report.describe()
+    assert "reasoning of assistant turns before the last user turn dropped" in text
+    assert "into 'reasoning_content' (the field the template renders): 2 records" in text
+    texts = _decoded(folder, tmp_path / "out")
+    assert "add first" not in texts[0] and "<think>\nadd again\n</think>\n\n6" in texts[0]
+    assert "<think>\nonly turn\n</think>" in texts[1] and "<think>\nin the field\n</think>" in texts[2]
+    # the same reasoning in reasoning_content of an earlier turn is counted the same way
+    earlier = _two_turns("4", "6")
+    earlier["messages"][1]["reasoning_content"] = "add first"
+    assert Normalizer.for_template(_renderer(_source("qwen3"))).apply(earlier)[1] == (EARLIER_REASONING_DROPPED,)
+
+
+def test_deepseek_r1_distill_counts_the_inline_reasoning_it_strips(toy_tokenizer_master: Path, tmp_path: Path) -> None:
+    folder = model_folder("deepseek-r1-distill-qwen", toy_tokenizer_master, tmp_path / "r1")
+    records = [_answer({}, "<think>add them</think>4"), _answer({}, "<think>\n\n</think>4"), _answer({})]
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
+    refused = prepare(folder, data, tmp_path / "refused")
+    assert not refused.ok and "1 reasoning in a leading <think>…</think> of assistant content dropped" in (
+        refused.over_limit
+    )
+    # Its generation prompt ends with "<think>\n", which no rendered answer starts with: nothing is trained, and
+    # the report still counts the reasoning the template strips
+    report = prepare(folder, data, tmp_path / "out", max_skipped=1)
+    assert not report.over_limit and report.tally.steps == {THINK_DROPPED: 1}
+    assert "the template strips it from the content and renders no reasoning field" in report.describe()
+
+
+def test_gpt_oss_gets_reasoning_in_thinking_without_a_loss(toy_tokenizer_master: Path, tmp_path: Path) -> None:
+    folder = model_folder("gpt-oss", toy_tokenizer_master, tmp_path / "gpt-oss")
+    records = [_answer({"reasoning_content": "add them"}), _answer({}, "<think>sum</think>4"), _answer({})]
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
+    report = prepare(folder, data, tmp_path / "out")
+    assert report.ok and report.reasoning_field == "thinking" and report.tally.steps == {REASONING_STEP: 2}
+    assert "into 'thinking' (the field the template renders): 2 records" in report.describe()
+    texts = _decoded(folder, tmp_path / "out")
+    assert "<|channel|>analysis<|message|>add them<|end|>" in texts[0]
+    assert "<|channel|>analysis<|message|>sum<|end|>" in texts[1]
+
+
+def _source(name: str) -> str:
+    from ..helpers import corpus_templates
+
+    return corpus_templates(name)["default"].read_text(encoding="utf-8")
