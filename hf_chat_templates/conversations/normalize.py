@@ -50,7 +50,8 @@ REASONING_FIELDS = ("reasoning_content", "thinking")
 _ALIASES = ("reasoning_content", "reasoning", "thinking")
 _CANDIDATES = ("reasoning_content", "thinking", "reasoning")  # probed at once; the first rendered is the target
 _THINK = re.compile(r"\s*<think>(.*?)</think>\s*", re.DOTALL)
-SKIP_KINDS = ("read", "normalize", "render")  # count toward max_skipped
+LEFT_OUT = "every turn left out"  # a record with assistant turns, none of which has a span: it trains nothing
+SKIP_KINDS = ("read", "normalize", "render", LEFT_OUT)  # count toward max_skipped
 UNTRAINED = "nothing to train"  # does not
 MAX_EXAMPLES = 10
 
