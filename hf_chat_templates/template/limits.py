@@ -1,13 +1,27 @@
 """Bounds on rendering an untrusted template: time, memory, output size, per render and per run. Defaults never
-bother a real template.
+bother a real template, and a render is measured by its own work, never by what other threads of the process do
+meanwhile (`prepare` renders while its encoders run).
 
 transformers' sandbox stops attribute escapes, but not a loop that runs for hours, a string of gigabytes, or a
 macro that recurses until the interpreter gives up. `limited()` wraps one render:
 
-- time: CPU time, not wall time, so a busy machine never fails a render that a quiet one passes: a CPU-time timer
-  (SIGPROF) in the main thread, a trace-function deadline on the thread's CPU clock elsewhere;
-- memory: the address space may grow by at most `max_memory_bytes` while the render runs (RLIMIT_AS), so a
-  string bomb fails with MemoryError instead of taking the machine;
+- time: the CPU time of the render's own thread, not wall time (a busy machine never fails a render that a quiet
+  one passes) and not the process's (an encoder burning CPU beside it neither). In the main thread a timer on the
+  process's CPU time (SIGPROF) is the alarm: it can only ring early, as the process has spent at least what the
+  thread has, and when it rings the thread's own clock decides: past the limit the render fails, else the alarm is
+  set again for what is left. Elsewhere, a trace-function deadline on the thread's CPU clock;
+- memory: the render may take `max_memory_bytes` of its own. Linux counts memory per process, never per thread,
+  and following the render's allocations (tracemalloc) costs more than the render. So the address space gets a
+  cap (RLIMIT_AS) that is a backstop, well above what the others use: its size when the render starts, plus
+  `max_memory_bytes`, plus `OTHERS_HEADROOM` for the other threads (their buffers, and a new thread's stack and
+  malloc arena, address space though hardly memory; `prepare` of 100,000 agent records peaks at 810 MiB in all).
+  A string bomb fails with MemoryError instead of taking the machine, and an encoder's allocation does not meet
+  the cap. The MemoryError is the render's own only when, once the render's frames have let go of what they held,
+  the process has grown by at most `OTHERS_HEADROOM` since the render began: the others then left it its whole
+  `max_memory_bytes`, so it asked for more. Otherwise the others took the room, and the MemoryError goes on as it
+  is, the template not blamed. A render never fails below `max_memory_bytes`, and may get as far as the cap when
+  the others are idle. (A check in the sandbox on `*` would be exact, but would see one of the many ways to build
+  a big string: `~` in a loop, filters, string methods.) Renders in several threads share one cap, the loosest;
 - output: a rendering longer than `max_chars` is refused (`check_output`).
 
 Each surfaces as RenderLimitExceeded naming the limit. Override the defaults with HF_CHAT_TEMPLATES_RENDER_SECONDS,
@@ -30,6 +44,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +56,10 @@ class RenderLimitExceeded(Exception):
 
 # What the renders of one template may spend together in one run, in units of one render's limits.
 RUN_FACTOR = 2
+# What the other threads may add to the address space while a render runs, beyond the render's own room.
+OTHERS_HEADROOM = 2 << 30
+# The shortest time the main thread's alarm is set for: a render may run over its limit by this much CPU time.
+MIN_ALARM = 1e-3
 
 
 @dataclass(frozen=True)
@@ -61,8 +80,8 @@ class RenderLimits:
 
 @dataclass
 class RenderBudget:
-    """What the renders of one template have spent in one run (CPU seconds, characters), and the message of the
-    limit that stopped it, if one did."""
+    """What the renders of one template have spent in one run (their own threads' CPU seconds, characters), and
+    the message of the limit that stopped it, if one did."""
 
     limits: RenderLimits
     seconds: float = 0.0
@@ -122,48 +141,120 @@ def _address_space() -> int:
         return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
-@contextlib.contextmanager
-def _memory_cap(extra: int) -> Iterator[None]:
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = _address_space() + extra
-    except (OSError, ValueError):  # no /proc or no RLIMIT_AS here: run without the cap
-        yield
-        return
-    if soft != resource.RLIM_INFINITY and soft <= cap:
-        yield  # a tighter limit is already in force
-        return
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
+class _SharedCap:
+    """RLIMIT_AS while renders run, in any threads: the loosest cap they need, so that none has less room than its
+    own (a tighter limit set outside them stays); the limit outside is put back when the last one ends."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.caps: dict[object, int] = {}
+        self.outside = resource.RLIM_INFINITY
+
+    def add(self, key: object, cap: int) -> None:
+        with self.lock:
+            if not self.caps:
+                self.outside = resource.getrlimit(resource.RLIMIT_AS)[0]
+            self.caps[key] = cap
+            self._apply()
+
+    def remove(self, key: object) -> None:
+        with self.lock:
+            if self.caps.pop(key, None) is not None:
+                self._apply()
+
+    def _apply(self) -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        soft = max(self.caps.values(), default=self.outside)
+        for bound in (self.outside, hard):  # RLIM_INFINITY is -1: no bound, never the smaller
+            if bound != resource.RLIM_INFINITY:
+                soft = min(soft, bound)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+_CAP = _SharedCap()
+
+
+@contextlib.contextmanager
+def _memory_cap(limits: RenderLimits) -> Iterator[int | None]:
+    """The address space capped at its size now plus the render's room and the others' headroom; yields that size
+    (None where there is no /proc: then no cap)."""
+    try:
+        began = _address_space()
+    except (OSError, ValueError):
+        yield None
+        return
+    key = object()
+    try:
+        _CAP.add(key, began + limits.max_memory_bytes + OTHERS_HEADROOM)
+        yield began
+    finally:
+        _CAP.remove(key)
+
+
+def _own_memory_error(err: MemoryError, began: int | None) -> bool:
+    """Whether a render's MemoryError is its own: once the render's frames have let go of what they held, the
+    process has grown by at most `OTHERS_HEADROOM` since it began, so the others left it its whole room. Its
+    caller's frames, still running, keep theirs."""
+    if began is None:
+        return True
+    traceback.clear_frames(err.__traceback__)
+    try:
+        return _address_space() - began <= OTHERS_HEADROOM
+    except (OSError, ValueError):
+        return True
+
+
+# The renders running in the main thread, outermost first: (the thread's CPU time at which each is over, message).
+_MAIN_DEADLINES: list[tuple[float, str]] = []
+
+
+def _set_alarm() -> None:
+    """SIGPROF when the process has spent the CPU time the nearest deadline leaves the main thread: never late, as
+    the process spends at least what the thread does."""
+    end, _ = min(_MAIN_DEADLINES)
+    signal.setitimer(signal.ITIMER_PROF, max(end - time.thread_time(), MIN_ALARM))
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    """The alarm rang: the render whose own time is up fails; if none is (the other threads spent the rest), the
+    alarm is set again for what is left."""
+    if not _MAIN_DEADLINES:  # the render was ending as it rang
+        return
+    end, message = min(_MAIN_DEADLINES)
+    if time.thread_time() >= end:
+        raise RenderLimitExceeded(message)
+    _set_alarm()
 
 
 @contextlib.contextmanager
 def _cpu_timer(seconds: float, message: str) -> Iterator[None]:
-    """SIGPROF after `seconds` of the process's CPU time; an outer timer of the same kind is resumed after."""
-
-    def on_timer(signum: int, frame: Any) -> None:
-        raise RenderLimitExceeded(message)
-
-    previous = signal.signal(signal.SIGPROF, on_timer)
-    start = time.process_time()
-    outer, _ = signal.setitimer(signal.ITIMER_PROF, seconds)
-    if 0 < outer < seconds:
-        signal.setitimer(signal.ITIMER_PROF, outer)
+    """RenderLimitExceeded once the main thread has spent `seconds` of CPU time in the block. A render inside
+    another keeps the outer's deadline too; a SIGPROF timer set before the outermost waits until it ends."""
+    entry = (time.thread_time() + seconds, message)
+    outermost = not _MAIN_DEADLINES
+    if outermost:
+        previous = signal.signal(signal.SIGPROF, _on_alarm)
+        start = time.process_time()
+        other, interval = signal.setitimer(signal.ITIMER_PROF, 0)
     try:
+        _MAIN_DEADLINES.append(entry)  # in the try: an outer render's alarm may ring as soon as the call returns
+        _set_alarm()
         yield
     finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
-        if outer > 0:
-            signal.setitimer(signal.ITIMER_PROF, max(outer - (time.process_time() - start), 1e-3))
+        if entry in _MAIN_DEADLINES:  # first: from here on the alarm leaves this render alone
+            _MAIN_DEADLINES.remove(entry)
+        if outermost:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, previous)
+            if other > 0:
+                signal.setitimer(signal.ITIMER_PROF, max(other - (time.process_time() - start), MIN_ALARM), interval)
+        else:
+            _set_alarm()  # for the outer render's deadline
 
 
 @contextlib.contextmanager
 def _deadline(seconds: float, message: str) -> Iterator[None]:
-    seconds = max(seconds, 1e-3)  # a zero timer is no timer
+    seconds = max(seconds, MIN_ALARM)  # a zero timer is no timer
     if threading.current_thread() is threading.main_thread():
         with _cpu_timer(seconds, message):
             yield
@@ -186,8 +277,15 @@ def _deadline(seconds: float, message: str) -> Iterator[None]:
 @contextlib.contextmanager
 def limited(limits: RenderLimits | None = None, budget: RenderBudget | None = None) -> Iterator[RenderLimits]:
     """Run one render within `limits` (default: the budget's, else the environment's); MemoryError and
-    RecursionError become RenderLimitExceeded too. With a `budget`, a render of a stopped template fails at once,
-    the render may use at most what the run has left, and a limit it trips stops the template for the run."""
+    RecursionError become RenderLimitExceeded too (a MemoryError only when the render itself asked for too much).
+    With a `budget`, a render of a stopped template fails at once, the render may use at most what the run has
+    left, and a limit it trips stops the template for the run. Time is the CPU time of the calling thread.
+
+    >>> with limited(RenderLimits(seconds=1.0)):
+    ...     text = "x" * 10
+    >>> text
+    'xxxxxxxxxx'
+    """
     limits = limits or (budget.limits if budget is not None else RenderLimits.from_env())
     seconds, message = (
         limits.seconds,
@@ -200,11 +298,14 @@ def limited(limits: RenderLimits | None = None, budget: RenderBudget | None = No
         budget.check()
         if budget.seconds_left < seconds:
             seconds, message = budget.seconds_left, _run_time_message(limits)
-    start = time.process_time()
+    start = time.thread_time()
+    began: int | None = None
     try:
-        with _memory_cap(limits.max_memory_bytes), _deadline(seconds, message):
+        with _memory_cap(limits) as began, _deadline(seconds, message):
             yield limits
-    except MemoryError:
+    except MemoryError as err:
+        if not _own_memory_error(err, began):
+            raise  # the other threads took the room: the process ran short, not this render
         raise _stopped(
             budget,
             f"the render needed more than {limits.max_memory_bytes >> 20} MB "
@@ -216,7 +317,7 @@ def limited(limits: RenderLimits | None = None, budget: RenderBudget | None = No
         raise _stopped(budget, str(err)) from None
     finally:
         if budget is not None:
-            budget.seconds += time.process_time() - start
+            budget.seconds += time.thread_time() - start
 
 
 def _stopped(budget: RenderBudget | None, message: str) -> RenderLimitExceeded:
