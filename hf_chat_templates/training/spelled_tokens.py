@@ -5,6 +5,17 @@ package makes: the data's strings are marked (`mark_spellings`, transformers' ma
 markers are taken out again with the character ranges they held (`unmark`), and the rendering is encoded piece by
 piece, each marked range as text (`encode_pieces`). Only records that spell a control token (`spells`, one regex)
 take this path; the others are encoded in one batch.
+
+Which tokens are control tokens is transformers' rule, for the template that renders the record (the `tool_use` one
+for a record given tools, when the folder has one): every special token, and of the plain (non-special) added
+tokens those in the tokenizer's `chat_control_tokens`, or else those a literal of that template holds. So markup
+that models ship and install registers as a plain token (`<tool_call>`, `</TOOLCALL>`, `<|tool_call>`, `<think>`)
+becomes text when the data spells it and the template writes it; a plain token the template does not write
+(Hermes 3's `<tool_call>` in a record without tools, rendered by its default template) keeps the token's id, as in
+transformers.
+
+"As text" is transformers' `_encode_without_added_tokens`: the normalizer, pre-tokenizer and model alone, matching
+no added token, special or plain (`text_backend`); a backend's `encode_special_tokens` still matches plain ones.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .. import _compat
 from ..template.spans import Span
 
 MARK_START, MARK_END = "\U000f0000", "\U000f0001"  # transformers' `mark_control_tokens` markers
@@ -21,10 +33,12 @@ Ranges = tuple[tuple[int, int], ...]
 
 
 def control_spellings(tokenizer: Any, templates: Iterable[str | None]) -> re.Pattern[str]:
-    """The added tokens `sanitize_control_tokens` encodes as text when the data spells them (the special ones, and
-    the tokenizer's `chat_control_tokens` or else those a template writes), as one regex, longest first."""
+    """The added tokens `sanitize_control_tokens` encodes as text when the data spells them in a record rendered by
+    one of `templates` (transformers' `_get_control_tokens`: the special ones, and the tokenizer's
+    `chat_control_tokens` or else those a literal of a template holds, whitespace aside), as one regex, longest
+    first."""
     declared = getattr(tokenizer, "chat_control_tokens", None)
-    text = "\0".join(t for t in templates if t)
+    text = "\0".join(template_literals(t) for t in templates if t)
 
     def control(token: Any) -> bool:
         if token.special:
@@ -35,6 +49,17 @@ def control_spellings(tokenizer: Any, templates: Iterable[str | None]) -> re.Pat
 
     tokens = {token.content for token in tokenizer.added_tokens_decoder.values() if control(token)}
     return re.compile("|".join(map(re.escape, sorted(tokens, key=len, reverse=True))) or "(?!)")
+
+
+def template_literals(template: str) -> str:
+    """transformers' `_get_template_literal_text`: the template's text outside its tags and its string constants,
+    joined with NULs (a token in a comment, or built of two literals, is not one a literal holds)."""
+    from jinja2 import nodes
+
+    tree = _compat.compile_template(template).environment.parse(template)
+    literals = {node.data for node in tree.find_all(nodes.TemplateData)}
+    literals |= {node.value for node in tree.find_all(nodes.Const) if isinstance(node.value, str)}
+    return "\0".join(sorted(literals))
 
 
 def spells(pattern: re.Pattern[str], *values: Any) -> bool:
@@ -110,17 +135,23 @@ class PieceEncoding:
 
 
 def text_backend(backend: Any) -> Any:
-    """A copy of a tokenizers backend that encodes special tokens as text."""
+    """A copy of a tokenizers backend without its added tokens: text encoded by its normalizer, pre-tokenizer and
+    model alone, as transformers' `_encode_without_added_tokens` does (the offsets still the input's characters).
+    Setting `encode_special_tokens` is not the same: it leaves the plain added tokens matched."""
+    import json
+
     from tokenizers import Tokenizer
 
-    copy = Tokenizer.from_str(backend.to_str())
-    copy.encode_special_tokens = True
-    return copy
+    spec = json.loads(backend.to_str())
+    spec["added_tokens"] = []
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def encode_pieces(backend: Any, as_text_backend: Any, text: str, literal: Ranges) -> PieceEncoding:
-    """transformers' `encode_marked_chat`: the text between the ranges encoded as usual, each range as text, each
-    piece after the first behind a newline that is then taken off (so no prefix space is added)."""
+    """transformers' `encode_marked_chat`: the text between the ranges encoded as usual, each range as text
+    (`as_text_backend`, from `text_backend`), each piece after the first behind a newline that is then taken off
+    (so no prefix space is added). ValueError only where transformers refuses too: a vocabulary whose model makes
+    the spelled token out of plain text."""
     pieces, pos = [], 0
     for start, end in literal:
         pieces += [(pos, start, False), (start, end, True)]
@@ -140,7 +171,10 @@ def encode_pieces(backend: Any, as_text_backend: Any, text: str, literal: Ranges
         if not skip:
             enc = encoder.encode(text[start:end], add_special_tokens=False)
         if as_text and backend.token_to_id(text[start:end]) in enc.ids[skip:]:
-            raise ValueError(f"it spells {text[start:end]!r}, which this tokenizer encodes as the token even as text")
+            raise ValueError(
+                f"it spells {text[start:end]!r}, which this vocabulary makes of plain text too, so it cannot be"
+                " encoded as text (apply_chat_template(..., sanitize_control_tokens=True) refuses it as well)"
+            )
         ids += enc.ids[skip:]
         offsets += [(base + a, base + b) for a, b in enc.offsets[skip:]]
     return PieceEncoding(ids, offsets)
