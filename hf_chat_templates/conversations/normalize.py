@@ -347,6 +347,7 @@ class RecordTally:
         default_factory=lambda: {k: [] for k in (*SKIP_KINDS, UNTRAINED)}
     )
     steps: dict[str, int] = field(default_factory=dict)
+    lossy: int = 0  # records kept though a step lost a field of theirs (each once, however many steps)
 
     def skip(self, kind: str, where: int, why: str) -> None:
         self.skipped[kind] += 1
@@ -354,8 +355,11 @@ class RecordTally:
             self.examples[kind].append((where, why))
 
     def applied(self, steps: Iterable[str]) -> None:
+        """The steps taken on one record kept."""
+        steps = set(steps)
         for step in steps:
             self.steps[step] = self.steps.get(step, 0) + 1
+        self.lossy += bool(steps & set(LOSSES))
 
     def add(self, other: RecordTally) -> None:
         for kind, n in other.skipped.items():
@@ -363,11 +367,12 @@ class RecordTally:
             self.examples[kind] = sorted(self.examples[kind] + other.examples[kind])[:MAX_EXAMPLES]
         for step, n in other.steps.items():
             self.steps[step] = self.steps.get(step, 0) + n
+        self.lossy += other.lossy
 
     @property
     def counted(self) -> int:
-        """Records left out, or written with a field lost, that count toward `max_skipped`."""
-        return sum(self.skipped[k] for k in SKIP_KINDS) + sum(self.steps.get(s, 0) for s in LOSSES)
+        """Records left out, or kept with a field lost, that count toward `max_skipped` (a record once)."""
+        return sum(self.skipped[k] for k in SKIP_KINDS) + self.lossy
 
     def to_dict(self, reasoning_field: str | None = None) -> dict[str, Any]:
         return {

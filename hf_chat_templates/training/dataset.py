@@ -25,6 +25,8 @@ from .. import _compat
 from ..conversations.batches import constant, map_batches, progress_bar
 from ..conversations.normalize import (
     LEFT_OUT,
+    LOSSES,
+    SKIP_KINDS,
     UNTRAINED,
     Normalizer,
     RecordProblem,
@@ -49,8 +51,8 @@ DATA_FILE = "data-00000-of-00001.arrow"
 # would otherwise pile up 2,048 renderings of up to the render limit each; agent data with a 3,000-token system
 # prompt and tool block on every record is 35 M characters a batch, and its encodings alone would pass 1 GB).
 RENDER_BUDGET_CHARS = 8_000_000
-# (table, (kind, where, why) of each record left out, normalization steps by name, records, the batch's stats)
-Part = tuple[Any, list[tuple[str, int, str]], dict[str, int], int, BatchStats]
+# (table, (kind, where, why) of each record left out, the records of each normalization step, records, the stats)
+Part = tuple[Any, list[tuple[str, int, str]], dict[str, list[int]], int, BatchStats]
 Batch = list[tuple[int, dict[str, Any]]]
 
 
@@ -69,14 +71,15 @@ def _kind(why: str) -> str:
 
 def _normalized(
     normalizer: Normalizer, batch: Batch, per_turn: str | None = None
-) -> tuple[Batch, list[tuple[str, int, str]], dict[str, int]]:
-    """The batch normalized for the template, the records that could not be, and the steps taken; with `per_turn`
+) -> tuple[Batch, list[tuple[str, int, str]], dict[str, list[int]]]:
+    """The batch normalized for the template, the records that could not be, and the steps taken (the records
+    of each); with `per_turn`
     (the train_on setting), each record as one example per assistant turn (`turns.per_turn`), in place: split
     before normalizing, so what a template writes only after the last user turn (the reasoning) is kept. A record
     one of whose examples cannot be normalized is left out whole."""
     kept: Batch = []
     left: list[tuple[str, int, str]] = []
-    steps: dict[str, int] = {}
+    steps: dict[str, list[int]] = {}
     for where, record in batch:
         examples = split_turns(record, per_turn) if per_turn is not None else [record]
         try:
@@ -89,7 +92,7 @@ def _normalized(
             continue
         kept += [(where, normal) for normal, _ in applied]
         for step in {step for _, taken in applied for step in taken}:
-            steps[step] = steps.get(step, 0) + 1
+            steps.setdefault(step, []).append(where)
     return kept, left, steps
 
 
@@ -230,7 +233,11 @@ def _stream(
             report.left_out += [(where, i, why) for where, i, why in stats.left_out[: max(room, 0)]]
             for kind, where, why in problems:
                 report.note(kind, where, why)
-            report.tally.add(RecordTally(steps=steps))
+            # every step is reported; a field lost counts toward the limit for records kept (one left out whole
+            # counts as that already), and a record once
+            gone = {where for kind, where, _ in problems if kind in SKIP_KINDS}
+            lossy = {w for step, wheres in steps.items() if step in LOSSES for w in wheres} - gone
+            report.tally.add(RecordTally(steps={step: len(w) for step, w in steps.items()}, lossy=len(lossy)))
             report.encoded += table.num_rows
             if report.pack and table.num_rows:
                 # Packed per batch: sequences do not cross batches, so memory stays flat

@@ -212,7 +212,8 @@ def merge_shard(report: PrepareReport, part: PrepareReport, offset: int, label: 
         listed = getattr(report, name)
         listed += _shifted(getattr(part, name), offset, label)[: MAX_LISTED - len(listed)]
     examples = {kind: _shifted(found, offset, label) for kind, found in part.tally.examples.items()}
-    report.tally.add(RecordTally(skipped=dict(part.tally.skipped), examples=examples, steps=dict(part.tally.steps)))
+    tally = RecordTally(dict(part.tally.skipped), examples, dict(part.tally.steps), part.tally.lossy)
+    report.tally.add(tally)
 
 
 def merge_shards(report: PrepareReport, shards: list[Shard], results: dict[int, Any], root: Path) -> list[str]:

@@ -295,11 +295,9 @@ def test_deepseek_r1_distill_counts_the_inline_reasoning_it_strips(toy_tokenizer
     records = [_answer({}, "<think>add them</think>4"), _answer({}, "<think>\n\n</think>4"), _answer({})]
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
     refused = prepare(folder, data, tmp_path / "refused")
-    assert not refused.ok and "1 reasoning in a leading <think>…</think> of assistant content dropped" in (
-        refused.over_limit
-    )
-    # Its generation prompt ends with "<think>\n", which no rendered answer starts with: nothing is trained here,
-    # and the report still counts the reasoning the template strips
+    # Its generation prompt ends with "<think>\n", which no rendered answer starts with: every turn is left out, and
+    # each record counts once toward the limit; the report still names the reasoning the template strips
+    assert not refused.ok and "3 of 3 records could not be used (3 every turn left out, 1 reasoning" in refused.over_limit
     report = prepare(folder, data, tmp_path / "out", max_skipped=10)
     assert not report.over_limit and report.tally.steps == {THINK_DROPPED: 1}
     assert "the template strips it from the content and renders no reasoning field" in report.describe()
