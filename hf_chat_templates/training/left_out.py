@@ -59,9 +59,10 @@ def explain(
             why += "; --per-turn trains it (one example per assistant turn, the conversation cut after it)"
         elif not cut.startswith(prompt):
             why += (
-                "; the answer does not follow its generation prompt even as the last message (the prompt ends "
-                f"{prompt[-EXCERPT:]!r}): write answers as the model generates them after that prompt, or pass the "
-                "template keyword argument that changes the prompt (--kwarg)"
+                "; not even the conversation cut after it renders as its prompt followed by the answer (the prompt "
+                f"ends {prompt[-EXCERPT:]!r}), so the model would learn an answer after a prompt it is never served: "
+                "write answers as the model generates them after that prompt, pass the template keyword argument "
+                "that changes the prompt (--kwarg), or fix the template (hf-chat-templates verify shows where)"
             )
         out.append((i, why))
     return out

@@ -60,7 +60,7 @@ def test_a_record_whose_every_turn_is_left_out_counts_and_names_the_cause(tmp_pa
     why = report.skipped[0][1]
     assert why.startswith("every assistant turn is left out of training (message 1: the generation prompt")
     assert "the prompt writes '<think>' where the conversation writes 'answer 0" in why
-    assert "does not follow its generation prompt even as the last message" in why
+    assert "not even the conversation cut after it renders as its prompt followed by the answer" in why
     code, out, _ = run(
         capsys, "prepare", str(folder), "--conversations", str(data), "--output", str(tmp_path / "cli"),
         "--template", str(template), "--stop-token", "<|im_end|>",
