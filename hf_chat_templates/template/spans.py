@@ -7,13 +7,16 @@ For each assistant message `i` of a conversation rendered as `full`:
 - the *turn* is the rendering of `messages[:i + 1]`. Where `full` starts with it, the generated part ends where
   it ends. Where it does not because the turn closes differently when it is not the last one (Harmony writes
   `<|return|>` on the last answer and `<|end|>` on earlier ones), the part ends at the control token `full` has
-  in place of the stop token.
+  in place of the stop token. Otherwise, where `full` starts with the turn cut after one of its stop tokens (after
+  the prompt; the last such), the part ends there: what follows the stop is not the turn's own text (Command R7B
+  ends every rendering with the next turn's header, even with no generation prompt).
 - the part is then cut after its last closing token (the stop token, or the one that stands in for it), so text
   a template writes after the stop token (Gemma's newline after `<end_of_turn>`) is not trained: generation stops
   at the stop token.
 
-A turn whose prompt is not a prefix of the conversation (a template that renders earlier turns differently once
-more follow) has no span: it is reported, never guessed. `training_variant` writes the same procedure in Jinja.
+A turn whose prompt is not a prefix of the conversation, or whose own text through its stop token changes once
+later turns follow (a template that renders earlier turns differently once more follow), has no span: it is
+reported, never guessed. `training_variant` writes the same procedure in Jinja.
 """
 
 from __future__ import annotations
@@ -81,8 +84,10 @@ def assistant_spans(
                     swap = next((c for c in control_tokens if full.startswith(c, cut)), None)
                     if swap is not None:
                         end, closers = cut + len(swap), (swap,)
+            if end < 0:
+                end = _through_stop(full, turn, start, stop_tokens)
         if end <= start:
-            untrained.append((i, "it renders differently when it is not the last message"))
+            untrained.append((i, "its text through its stop token renders differently when it is not the last message"))
             continue
         part = full[start:end]
         cuts = [(part.rfind(c) + len(c), c) for c in closers if c in part]
@@ -93,6 +98,21 @@ def assistant_spans(
         spans.append(Span(i, start, end, closing))
         pos = end
     return TurnSpans(full, tuple(spans), tuple(untrained))
+
+
+def _through_stop(full: str, turn: str, start: int, stop_tokens: Sequence[str]) -> int:
+    """The end of the last stop token of `turn` after `start` through which `full` renders the same text, or -1:
+    what a template writes after the stop (Command R7B's next header, written even with no generation prompt) is
+    not the turn's own text. Each stop's occurrences are tried from the last one back."""
+    end = -1
+    for stop in filter(None, stop_tokens):
+        at = turn.rfind(stop, start)
+        while at >= 0 and at + len(stop) > end:
+            if full.startswith(turn[: at + len(stop)]):
+                end = at + len(stop)
+                break
+            at = turn.rfind(stop, start, at + len(stop) - 1)
+    return end
 
 
 def token_mask(offsets: Sequence[tuple[int, int]], spans: Sequence[Span]) -> list[int]:

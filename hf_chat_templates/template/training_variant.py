@@ -61,7 +61,7 @@ _WRAPPER = """\
 {%- set hct_stops = @STOPS@ -%}
 {%- set hct_controls = @CONTROLS@ -%}
 {%- set hct_full = hct_render(messages, add_generation_prompt) -%}
-{%- set hct = namespace(pos=0, start=-1, end=-1, cut=-1, closers=[], turn='') -%}
+{%- set hct = namespace(pos=0, start=-1, end=-1, cut=-1, at=-1, closers=[], turn='') -%}
 {%- for hct_i in range(messages | length) -%}
     {%- set hct.start = -1 -%}
     {%- set hct.end = -1 -%}
@@ -92,6 +92,22 @@ _WRAPPER = """\
                     {%- endfor -%}
                 {%- endif -%}
             {%- endfor -%}
+            {%- if hct.end < 0 -%}
+                {%- for hct_stop in hct_stops if hct_stop -%}
+                    {%- set hct_n = hct_stop | length -%}
+                    {%- set hct.at = hct.turn.rfind(hct_stop, hct.start) -%}
+                    {%- for hct_k in range(hct.turn.count(hct_stop, hct.start)) -%}
+                        {%- if hct.at >= 0 and hct.at + hct_n > hct.end -%}
+                            {%- if hct_full.startswith(hct.turn[:hct.at + hct_n]) -%}
+                                {%- set hct.end = hct.at + hct_n -%}
+                                {%- set hct.at = -1 -%}
+                            {%- else -%}
+                                {%- set hct.at = hct.turn.rfind(hct_stop, hct.start, hct.at + hct_n - 1) -%}
+                            {%- endif -%}
+                        {%- endif -%}
+                    {%- endfor -%}
+                {%- endfor -%}
+            {%- endif -%}
         {%- endif -%}
         {%- if hct.end > hct.start -%}
             {%- set hct_part = hct_full[hct.start:hct.end] -%}

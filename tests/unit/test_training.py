@@ -14,8 +14,9 @@ from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.template.engines import render_minijinja
 from hf_chat_templates.template.spans import Span, assistant_spans, token_mask
 from hf_chat_templates.template.training_variant import derive_training_template, export_without_markers
+from hf_chat_templates.tokenizer.folder import dump_json
 
-from ..helpers import GOOD, chatml_folder, check, context, marked, with_training
+from ..helpers import GOOD, build_toy_tokenizer, chatml_folder, check, context, marked, with_training
 
 STOP = ["<|im_end|>"]
 CONTROLS = ["<|im_start|>", "<|im_end|>"]
@@ -68,7 +69,43 @@ def test_a_turn_rendered_differently_in_context_is_reported_not_guessed() -> Non
 
     found = assistant_spans(drops_history, CONVERSATION, STOP, CONTROLS)
     assert [s.message for s in found.spans] == [3]
-    assert found.untrained == ((1, "it renders differently when it is not the last message"),)
+    assert found.untrained == (
+        (1, "its text through its stop token renders differently when it is not the last message"),
+    )
+
+
+def command_r7b_like(messages: list[dict], add_generation_prompt: bool) -> str:
+    """Command R7B's way: every rendering ends with the next turn's header, generation prompt or not."""
+    header = {"user": "<|USER_TOKEN|>", "assistant": "<|CHATBOT_TOKEN|><|START_RESPONSE|>"}
+    close = {"user": "", "assistant": "<|END_RESPONSE|>"}
+    turns = "".join(
+        f"<|START_OF_TURN_TOKEN|>{header[m['role']]}{m['content']}{close[m['role']]}<|END_OF_TURN_TOKEN|>"
+        for m in messages
+    )
+    return turns + "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+
+
+def test_a_turn_followed_by_the_next_header_ends_at_its_stop_token() -> None:
+    found = assistant_spans(command_r7b_like, CONVERSATION, ["<|END_OF_TURN_TOKEN|>"], [])
+    assert [found.text[s.start : s.end] for s in found.spans] == [
+        "<|START_RESPONSE|>Hello<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+        "<|START_RESPONSE|>Ciao<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+    ]
+    assert [s.closing for s in found.spans] == ["<|END_OF_TURN_TOKEN|>"] * 2
+    assert found.untrained == ()
+
+
+def test_a_turn_whose_text_through_its_stop_changes_later_is_left_out_whatever_follows() -> None:
+    def drops_history(messages: list[dict], add_generation_prompt: bool) -> str:
+        last = len(messages) - 1
+        kept = [m if m["role"] != "assistant" or i == last else {**m, "content": "…"} for i, m in enumerate(messages)]
+        return command_r7b_like(kept, add_generation_prompt)
+
+    found = assistant_spans(drops_history, CONVERSATION, ["<|END_OF_TURN_TOKEN|>"], [])
+    assert [s.message for s in found.spans] == [3]
+    assert found.untrained == (
+        (1, "its text through its stop token renders differently when it is not the last message"),
+    )
 
 
 def test_a_span_without_a_stop_token_is_kept_with_no_closing() -> None:
@@ -137,6 +174,52 @@ def test_assistant_mask_passes_on_a_correct_hand_written_training_template(tmp_p
     result = check(context(folder, PLAIN, PLAIN_PROBES), "assistant-mask")
     assert result.status == "pass", result.message
     assert "the folder's training template" in result.message
+
+
+# Command R7B's tool_use template, cut to its turns: the next turn's header closes every rendering.
+COMMAND_R7B = (
+    "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|># System Preamble<|END_OF_TURN_TOKEN|>"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'system' %}<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>{{ message.content }}"
+    "<|END_OF_TURN_TOKEN|>"
+    "{%- elif message.role == 'user' %}<|START_OF_TURN_TOKEN|><|USER_TOKEN|>{{ message.content }}<|END_OF_TURN_TOKEN|>"
+    "{%- elif message.role == 'assistant' %}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>"
+    "{{ message.content }}<|END_RESPONSE|><|END_OF_TURN_TOKEN|>"
+    "{%- endif %}"
+    "{%- endfor %}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+)
+COMMAND_R7B_TOKENS = [
+    "<|START_OF_TURN_TOKEN|>",
+    "<|END_OF_TURN_TOKEN|>",
+    "<|SYSTEM_TOKEN|>",
+    "<|USER_TOKEN|>",
+    "<|CHATBOT_TOKEN|>",
+    "<|START_RESPONSE|>",
+    "<|END_RESPONSE|>",
+]
+
+
+def test_assistant_mask_trains_every_turn_of_a_template_that_writes_the_next_header(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from hf_chat_templates.tokenizer.vocab import register_control_tokens
+    from hf_chat_templates.verification.context import VerifyContext
+
+    folder = build_toy_tokenizer(tmp_path / "tok", add_bos=False)
+    tj = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    tj, _, _ = register_control_tokens(tj, COMMAND_R7B_TOKENS, reuse_reserved=False)
+    (folder / "tokenizer.json").write_bytes(dump_json(tj))
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    stops = ("<|END_OF_TURN_TOKEN|>",)
+    ctx = VerifyContext(tokenizer, COMMAND_R7B, folder=None, probes=PLAIN_PROBES, stop_tokens=stops)
+    result = check(ctx, "assistant-mask")
+    assert result.status == "pass", result.message
+    training = derive_training_template(COMMAND_R7B, stops, COMMAND_R7B_TOKENS)
+    out = tokenizer.apply_chat_template(
+        CONVERSATION, chat_template=training, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    trained = tokenizer.decode([i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m])
+    assert trained == "".join(f"<|START_RESPONSE|>{a}<|END_RESPONSE|><|END_OF_TURN_TOKEN|>" for a in ("Hello", "Ciao"))
 
 
 def test_assistant_mask_fails_when_the_mask_misses_the_stop_token(tmp_path: Path) -> None:
