@@ -9,7 +9,9 @@ a ratio to the bare encode_batch of the rendered strings (1.00x):
 - the segment encoder alone on the rendered strings (cache emptied first), and whole-string encoding through the
   same Python path, to show what the cache saves,
 - `prepare` to an Arrow dataset, with the shape and segment cache lines of its report; and its one-time load (a
-  one-record prepare: tokenizer, template, token inference), so the per-record ratio shows beside the whole one.
+  one-record prepare: tokenizer, template, token inference), so the per-record ratio shows beside the whole one;
+- `prepare --exact` (no fast path) and `prepare` without each fast path in turn (rendering by shape, the segment
+  cache, tiktoken), so what each piece buys shows beside what it costs in checks.
 With --memory N it also streams N plain chats and N / 10 agent records through `prepare`, each in a child process,
 and prints that process's peak resident memory.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import subprocess
 import sys
@@ -130,6 +133,21 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int, make: Any) -
     return float(seconds), int(rss) / 1024, line
 
 
+def without_piece(piece: str, folder: Path, data: Path) -> float:
+    """One `prepare` with one fast path turned off as its own reason for being off would: what that piece buys."""
+    from unittest import mock
+
+    from hf_chat_templates import prepare
+    from hf_chat_templates.training import bpe_engine, segments, shapes
+
+    target = {"shapes": (shapes, "static_reason"), "segments": (segments, "static_reason")}.get(piece)
+    if target is None:  # tiktoken has its switch
+        with mock.patch.dict(os.environ, {bpe_engine.SWITCH: "0"}):
+            return best(lambda: prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True), 1)
+    with mock.patch.object(*target, lambda *args: "off for the benchmark"):
+        return best(lambda: prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True), 1)
+
+
 def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, args: Any) -> None:
     from transformers import AutoTokenizer
 
@@ -166,6 +184,8 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
         args.repeat,
     )
     report = reports[-1]
+    exact = best(lambda: prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True, exact=True), 1)
+    without = {piece: without_piece(piece, folder, data) for piece in ("shapes", "segments", "tiktoken")}
     # What a run pays once whatever its size (tokenizer, template, token inference): a one-record prepare
     one = data.with_name(data.stem + "-one.jsonl")
     one.write_text(json.dumps(records[0], ensure_ascii=False) + "\n", encoding="utf-8")
@@ -189,6 +209,9 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
     print(f"    of which its one-time load (a one-record prepare)  : {fixed:8.2f} s")
     steady = ours - fixed
     print(f"    prepare per record, the load left out              : {steady:8.2f} s  {steady / bare:5.2f}x")
+    print(f"  prepare --exact (no fast path: the plain path)       : {exact:8.2f} s  {exact / bare:5.2f}x")
+    for piece, seconds in without.items():
+        print(f"  prepare without {piece:<9} (the others on)          : {seconds:8.2f} s  {seconds / bare:5.2f}x")
     print(f"  {shape_line}")
     print(f"  {segment_line}")
     print(f"  {encoder_line}")

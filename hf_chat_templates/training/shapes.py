@@ -256,10 +256,14 @@ class ShapeRenderer:
         self.filled = 0  # records filled in from a shape so far
         self.off = off
 
-    def render_record(self, messages: list[dict[str, Any]], tools: Any, direct: Direct) -> tuple[str, Any, str]:
+    def render_record(
+        self, messages: list[dict[str, Any]], tools: Any, direct: Direct, whole: Callable[[], str] | None = None
+    ) -> tuple[str, Any, str]:
         """(text, spans, how): how is "shape" (filled in), "new" (a shape rendered for it, then filled in),
         "direct" (rendered directly although shapes are on) or "" (shapes off); a filled-in record also rendered
-        directly and compared has `CHECKED` added."""
+        directly and compared has `CHECKED` added. `whole()` renders the record's conversation alone: the first
+        record of a new shape is compared with it (text), the sampled ones with `direct()` (text and spans, a
+        rendering per assistant turn)."""
         if self.off:
             return (*direct(), "")
         leaves: list[str] = []
@@ -282,12 +286,18 @@ class ShapeRenderer:
         if spans is None or any(s.end <= s.start for s in spans):  # a change left a span nothing: not followed
             return (*direct(), "direct")
         self.filled += 1
-        if how == "new" or self.proven < SAMPLE_RECORDS or self.filled % self.check_every == 0:
+        if self.proven < SAMPLE_RECORDS or self.filled % self.check_every == 0 or (how == "new" and whole is None):
             self.proven += 1
             expected = direct()
             if expected != (text, spans):
                 self.off = self._difference(expected, (text, spans))
                 return (*expected, "")
+            how += CHECKED
+        elif how == "new" and whole is not None:
+            rendered = whole()
+            if rendered != text:
+                self.off = self._difference((rendered, spans), (text, spans))
+                return (*direct(), "")
             how += CHECKED
         return text, spans, how
 

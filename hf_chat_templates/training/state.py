@@ -189,7 +189,12 @@ def render_record(
         text, indices = _compat.render_with_assistant_indices(state.marked, messages, tools, **state.kwargs)
         return text, tuple(Span(-1, a, b, None) for a, b in indices if b > a), ""
     if by_shape and state.shapes is not None:
-        return state.shapes.render_record(messages, tools, lambda: _direct(state, messages, tools))
+        return state.shapes.render_record(
+            messages,
+            tools,
+            lambda: _direct(state, messages, tools),
+            lambda: prefix_renderer(state, tools)(messages, False),
+        )
     return (*_direct(state, messages, tools), "")
 
 

@@ -172,3 +172,25 @@ def test_the_checks_are_counted_and_the_plain_path_is_one_switch(tmp_path: Path)
     assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
     with pytest.raises(ValueError, match="at least 1"):
         prepare(folder, data, tmp_path / "bad", check_every=0)
+
+
+def test_the_first_record_of_every_new_shape_is_compared_with_its_direct_rendering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the first records and between samples, a shape first met late is still checked: its first record's
+    filled-in text against the conversation rendered directly."""
+    fill = shapes_module.Shape.fill
+    calls = [0]
+
+    def faulty(self: Any, values: Any) -> Any:
+        calls[0] += 1
+        text, spans = fill(self, values)
+        return (text.replace("be brief", "BE BRIEF") if calls[0] > 20 else text), spans
+
+    monkeypatch.setattr(shapes_module.Shape, "fill", faulty)
+    folder = chatml_folder(tmp_path / "tok")
+    data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in _records(30, late=20)])
+    fast = prepare(folder, data, tmp_path / "fast", check_every=1000)
+    prepare(folder, data, tmp_path / "exact", exact=True)
+    assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
+    assert fast.shapes_off.startswith("line 21: a checked record renders differently from its shape")
