@@ -6,7 +6,9 @@ Inference does not depend on how tokens look. Control tokens are the bracketed f
 (`<｜User｜>`, `<SPECIAL_11>`, `[gMASK]`) that its renderings confirm as turn structure: written once more for every
 exchange, or before the first message; plus the tokenizer's registered special tokens it writes. The turn's
 stop is the token written after every assistant answer; among several, one the folder lists as a generation stop
-(`generation_config.json` `eos_token_id`) wins, and otherwise the first is taken and the choice is noted."""
+(`generation_config.json` `eos_token_id`) wins, and otherwise the first is taken and the choice is noted. A tool-call
+turn's own stop is the first token after the call (one the folder lists first), never one the model writes inside
+the call (Gemma 4 quotes each argument string with `<|"|>`)."""
 
 from __future__ import annotations
 
@@ -63,16 +65,18 @@ def _exchanges(count: int) -> list[dict[str, Any]]:
 TOOL_NAME = "qztoolname"
 
 
-def _tool_rounds(count: int) -> list[dict[str, Any]]:
+def _tool_rounds(count: int, *, arguments: int = 1) -> list[dict[str, Any]]:
+    """`count` rounds of a question, a tool call with `arguments` string arguments, its result and an answer."""
     messages: list[dict[str, Any]] = []
     for i in range(count):
         call_id = f"c{i}abcdefg"  # nine alphanumerics: what Mistral's templates require
+        values = {"city": f"qz{i}3argument", "country": f"qz{i}7argument", "street": f"qz{i}8argument"}
         messages += [
             {"role": "user", "content": f"Weather qz{i}1content?"},
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [tool_call(TOOL_NAME, {"city": f"qz{i}3argument"}, call_id=call_id)],
+                "tool_calls": [tool_call(TOOL_NAME, dict(list(values.items())[:arguments]), call_id=call_id)],
             },
             {"role": "tool", "content": f'{{"note": "qz{i}4toolresult"}}', "tool_call_id": call_id, "name": TOOL_NAME},
             {"role": "assistant", "content": f"Sunny qz{i}5content."},
@@ -203,11 +207,29 @@ def _turn_end(renderer: Renderer, known: tuple[str, ...], eos: tuple[str, ...]) 
     return candidates[0], False, notes
 
 
+def _inside_call(renderer: Renderer, text: str, known: tuple[str, ...]) -> set[str]:
+    """The tokens written inside the call of a tool round's rendering `text`: between the call's name and its
+    argument, or once more for each argument string (Gemma 4 quotes strings with `<|"|>`, GLM wraps them in
+    `<arg_value>`). The model writes them mid-call, so none of them ends a turn."""
+    asked, argument = text.find("qz01content"), text.find("qz03argument")
+    name = text.rfind(TOOL_NAME, max(asked, 0), max(argument, 0))
+    inside = set(tokens_in_order(text[name:argument], known)) if asked >= 0 and name >= 0 else set()
+    more = renderer.render(_tool_rounds(1, arguments=3), [weather_tool(TOOL_NAME)])
+    if more.ok and "qz07argument" in (longer := more.text or ""):
+        inside |= {t for t in known if longer.count(t) > text.count(t)}
+    return inside
+
+
 def _call_end(renderer: Renderer, known: tuple[str, ...], eos: tuple[str, ...], stops: list[str]) -> str | None:
-    """The token that ends a tool-call turn when it is not the answer's stop (Harmony's `<|call|>`)."""
+    """The token that ends a tool-call turn when it is not the answer's stop (Harmony's `<|call|>`): the first one
+    after the call's argument that is not written inside the call."""
     rendered = renderer.render(_tool_rounds(1), [weather_tool(TOOL_NAME)])
-    rest = _between(rendered.text or "", "qz03argument", "qz04toolresult") if rendered.ok else None
+    text = (rendered.text or "") if rendered.ok else ""
+    rest = _between(text, "qz03argument", "qz04toolresult")
     ends = tokens_in_order(rest or "", known)
+    if ends:
+        inside = _inside_call(renderer, text, known)
+        ends = [t for t in ends if t not in inside]
     if not ends or any(t in stops for t in ends):
         return None
     return next((t for t in ends if t in eos), ends[0])

@@ -140,6 +140,54 @@ def test_a_tool_call_turn_with_its_own_end_gives_a_second_stop(tmp_path: Path) -
     assert any("a tool-call turn ends with <|call|>" in n for n in ctx.tokens.notes)
 
 
+def tool_results_in_the_model_turn(open_: str, close: str, *, per_argument: bool) -> str:
+    """A tool call's strings between `open_` and `close` (each argument, or all of them at once), and its result
+    written inside the model's turn, as Gemma 4 writes a message's `tool_responses`: no turn end after the call."""
+    value = f"'{open_}' + v + '{close}'"
+    args = (
+        "{%- for k, v in c.function.arguments | dictsort -%}{{- (',' if not loop.first else '') + k + ':' + "
+        + (value if per_argument else "v")
+        + " -}}{%- endfor -%}"
+    )
+    return (
+        "{%- for m in messages -%}"
+        "{%- if m.role == 'tool' -%}{{- '<|tool_response>' + m.content + '<tool_response|>' -}}"
+        "{%- else -%}"
+        "{%- if not (loop.previtem and loop.previtem.role == 'tool') -%}"
+        "{{- '<|turn>' + ('model' if m.role == 'assistant' else m.role) + '\\n' -}}{%- endif -%}"
+        "{%- for c in m.tool_calls or [] -%}{{- '<|tool_call>call:' + c.function.name + '{' -}}"
+        + ("" if per_argument else f"{{{{- '{open_}' -}}}}")
+        + args
+        + ("" if per_argument else f"{{{{- '{close}' -}}}}")
+        + "{{- '}<tool_call|>' -}}{%- endfor -%}"
+        "{{- m.content or '' -}}{%- if not m.tool_calls -%}{{- '<turn|>\\n' -}}{%- endif -%}"
+        "{%- endif -%}"
+        "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}{%- endif -%}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("open_", "close", "per_argument"),
+    [
+        ('<|"|>', '<|"|>', True),  # Gemma 4: each string quoted by one token, written before and after it
+        ("<|str>", "<str|>", True),  # a closing token written once more for each argument string
+        ("<|args|>", "<|args|>", False),  # the arguments between one token, once per call
+    ],
+)
+def test_a_token_written_inside_a_tool_call_is_never_its_stop(
+    open_: str, close: str, per_argument: bool, tmp_path: Path
+) -> None:
+    """The token after the call ends a tool-call turn; one the model writes mid-call would stop generation there."""
+    template = tool_results_in_the_model_turn(open_, close, per_argument=per_argument)
+    registered = ["<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>"]
+    registered += list(dict.fromkeys([open_, close]))
+    ctx = tokens_of(folder_with(tmp_path / "a", template, register=registered, eos=["<turn|>"]))
+    assert ctx.stop_tokens == ("<turn|>", "<tool_call|>")
+    # The folder's stop after a call (Gemma 4 stops on <|tool_response>) wins, as for an answer's.
+    listed = folder_with(tmp_path / "b", template, register=registered, eos=["<turn|>", "<|tool_response>"])
+    assert tokens_of(listed).stop_tokens == ("<turn|>", "<|tool_response>")
+
+
 GLM_LIKE = (
     "[gMASK]<sop>{%- for m in messages -%}"
     "{%- if m.role == 'user' -%}<|user|>\n{{ m.content }}"
