@@ -33,6 +33,7 @@ class Tracker:
         self.ids = ids if ids is not None else {}
         self.fns: dict[int, RealFn] = {}
         self.memo: dict[Any, Taint] = {}
+        self.by_number: dict[int, Taint] = {}  # this shape's markers, by number (`retainted`)
         self.checks: dict[Any, tuple[RealFn, Any]] = {}
         self.untracked = ""
         self.log: RenderLog | None = None
@@ -44,6 +45,7 @@ class Tracker:
             number = self.ids.setdefault(key, len(self.ids))
             taint = self.memo[key] = Taint.make(MARKER.format(number), self, key, fn)
             self.fns[number] = fn
+            self.by_number[number] = taint
         if self.log is not None:
             self.log.fns[self.ids[key]] = fn
         return taint
@@ -197,6 +199,12 @@ class Taint(str):
             self.tracker.lost("a format spec applied to a string")
         return raw_text(self) if not spec else format(raw_text(self), spec)
 
+    def __html__(self) -> str:
+        """markupsafe escapes a string with this (`Markup` + a string, `'<b>'|safe` joined or formatted with one):
+        escaping reads the text, so the shape cannot be followed."""
+        self.tracker.lost("markup escaping of a string of the data")
+        return str.__str__(self)
+
     __hash__ = str.__hash__  # replaced below, with the others that cannot be followed
 
 
@@ -249,24 +257,29 @@ for _name in _UNFOLLOWED:
 # ---- filters and tests on a shape -------------------------------------------------------------------------------
 
 
-class Length(int):
+class Length:
     """The length of a string of the data (`| length`): a comparison is a question (`| length > 0`), answered by the
-    record the shape is built from; any other use (arithmetic, printing it) asks for that very length."""
+    record the shape is built from; any other use (arithmetic, printing it, `range(n)`, an index, `'%d' % n`) asks
+    for that very length. Not an `int` subclass: Python reads an int's value without asking it (`range`, indexing,
+    `%d`, `json`), so every use goes through a method here."""
 
-    key: Any
-    fn: RealFn
-    tracker: Tracker
+    __slots__ = ("fn", "key", "tracker", "value")
+
+    def __init__(self, value: int, key: Any, fn: RealFn, tracker: Tracker) -> None:
+        self.value, self.key, self.fn, self.tracker = value, key, fn, tracker
 
     @staticmethod
     def of(taint: Taint) -> Length:
         fn = taint.fn
-        length = int.__new__(Length, len(fn(taint.tracker.values)))
-        length.key, length.fn, length.tracker = ("len", taint.key), lambda values: len(fn(values)), taint.tracker
-        return length
+        return Length(len(fn(taint.tracker.values)), ("len", taint.key), lambda values: len(fn(values)), taint.tracker)
 
     def exactly(self) -> int:
         """The length itself, which every record filled in must then have."""
-        return int(self.tracker.check(self.key, self.fn, int.__int__(self)))
+        return int(self.tracker.check(self.key, self.fn, self.value))
+
+
+def _plain(x: Any) -> Any:
+    return x.exactly() if isinstance(x, Length) else x
 
 
 def _compare(name: str) -> Callable[..., Any]:
@@ -274,9 +287,9 @@ def _compare(name: str) -> Callable[..., Any]:
 
     def compare(self: Length, other: Any) -> Any:
         if isinstance(other, Length) or not isinstance(other, (int, float)) or isinstance(other, bool):
-            return method(self.exactly(), other)
+            return method(self.exactly(), _plain(other))
         fn = self.fn
-        answer = method(int.__int__(self), other)
+        answer = method(self.value, other)
         return self.tracker.check((name, self.key, other), lambda values: method(fn(values), other), answer)
 
     compare.__name__ = name
@@ -287,7 +300,7 @@ def _exact(name: str) -> Callable[..., Any]:
     method = getattr(int, name)
 
     def exact(self: Length, *args: Any) -> Any:
-        return method(self.exactly(), *args)
+        return method(self.exactly(), *map(_plain, args))
 
     exact.__name__ = name
     return exact
@@ -300,7 +313,7 @@ def _exact_value(name: str) -> property:
 def _nonzero(self: Length) -> bool:
     """`{% if content | length %}`: whether it is empty, the question."""
     fn = self.fn
-    return bool(self.tracker.check(("bool", self.key), lambda values: fn(values) != 0, int.__int__(self) != 0))
+    return bool(self.tracker.check(("bool", self.key), lambda values: fn(values) != 0, self.value != 0))
 
 
 # A comparison is a question; any other use of `int` (arithmetic, printing, `bit_length`, `real`, one added to
@@ -308,7 +321,7 @@ def _nonzero(self: Length) -> bool:
 LENGTH_COMPARED = names("__eq__ __ne__ __lt__ __le__ __gt__ __ge__")
 INT_INERT = (*STR_INERT, "from_bytes")
 for _name in dir(int):
-    if _name in INT_INERT:
+    if _name in INT_INERT or _name == "__slots__":
         continue
     if _name == "__bool__":
         setattr(Length, _name, _nonzero)

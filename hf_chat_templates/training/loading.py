@@ -20,7 +20,16 @@ from typing import Any
 
 from .. import _compat
 from ..tokenizer.folder import load_tokenizer
-from .shape_environment import contains, shape_call, shape_concat, shape_filters, shape_join, shape_tojson, unfollowed
+from .shape_environment import (
+    contains,
+    shape_binop,
+    shape_call,
+    shape_concat,
+    shape_filters,
+    shape_join,
+    shape_tojson,
+    unfollowed,
+)
 
 __all__ = ["compile_template", "load_tokenizer", "memoized_tojson"]
 
@@ -69,4 +78,6 @@ def compile_template(source: str, shapes: bool = False) -> Any:
         environment.contains = contains  # `in` and `not in`
         environment.unfollowed = unfollowed
         environment.call = shape_call(environment.call)  # a method of the template's text given the data's strings
+        environment.call_binop = shape_binop(environment.call_binop)
+        environment.intercepted_binops = frozenset({"%"})  # compiled as `environment.call_binop(...)`
     return environment.from_string(source)

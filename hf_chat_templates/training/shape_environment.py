@@ -5,16 +5,20 @@ string of the data (`followed.Taint`) outside the string's own methods is follow
   its own methods and operators; `length`, `count`, `join`, `tojson`, `in`, `sequence` and `iterable` are replaced
   by versions that follow it; any other (`title`, `indent`, `escape`, one a later jinja2 or transformers adds)
   given a string of the data, anywhere in its arguments, makes the shape rendered directly;
-- `in` and `not in` (`contains`, written by `_compat.join_generator`), `~` and jinja2's joins (`shape_join`,
-  `shape_concat`), and calls of the template's own strings' methods (`shape_call`).
+- `in` and `not in` (`contains`, written by `_compat.join_generator`), `%` (`shape_binop`), `~` and jinja2's
+  joins (`shape_join`, `shape_concat`), and calls of the template's own strings' methods (`shape_call`);
+- text that holds the data's markers without being a string of the data (`tojson`'s output, a list made a string)
+  is made one again (`retainted`), so what is asked of it is followed; a question on such text that cannot be
+  (the template's own text searched for it) raises `Unfollowable`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from .followed import Length, Taint, Values, names, raw_text, real
+from .followed import MARKERS, Length, Taint, Tracker, Values, names, raw_text, real
 
 
 class Unfollowable(Exception):
@@ -57,12 +61,17 @@ FOLLOWED_FILTERS = frozenset(
     names("attr batch capitalize center d default dictsort first groupby items last list lower map max min reject")
     + names("rejectattr replace reverse select selectattr slice sort string sum trim unique upper")
 )
+# Of those, the ones that hand their other arguments on to a followed filter or test, or return them as they are;
+# the others given a string of the data as an argument while their value is the template's own text (`'hello' |
+# replace(content, '')`) read the marker: the shape is rendered directly
+PASSING_FILTERS = frozenset(names("batch d default map reject rejectattr select selectattr sum"))
 # jinja2's tests, which read a value through its type, comparisons and `str.islower`/`isupper` only; `in` is
-# replaced (a string of the data in the template's own text is a question of its own). Any other test given a
-# string of the data makes the shape rendered directly.
+# replaced (a string of the data in the template's own text is a question of its own), `number` and `integer` say
+# of a `Length` what they say of an int. Any other test given a string of the data makes the shape rendered directly
+# (`sameas`: two equal strings of the data may be one object; `escaped`: a string of the data has `__html__`).
 FOLLOWED_TESTS = frozenset(
-    names("!= < <= == > >= boolean callable defined divisibleby eq equalto escaped even false filter float ge")
-    + names("greaterthan gt integer iterable le lessthan lower lt mapping ne none number odd sameas sequence")
+    names("!= < <= == > >= boolean callable defined divisibleby eq equalto even false filter float ge")
+    + names("greaterthan gt integer iterable le lessthan lower lt mapping ne none number odd sequence")
     + names("string test true undefined upper")
 )
 
@@ -76,21 +85,126 @@ def _unfollowed_filter(name: str, original: Any, kind: str = "filter") -> Any:
         tainted = taint_in([args[1:] if passes is not None else args, kwargs])
         if tainted is not None:
             tainted.tracker.lost(f"the {kind} {name!r} on a string of the data")
-        return original(*args, **kwargs)
+            return original(*args, **kwargs)
+        return unheld(original(*args, **kwargs), f"the {kind} {name!r}")
 
     if passes is not None:
         filter_.jinja_pass_arg = passes  # type: ignore[attr-defined]
     return filter_
 
 
+def _guarded_filter(name: str, original: Any) -> Any:
+    """A followed filter whose value is the template's own text given a string of the data as another argument:
+    the shape cannot be followed."""
+    passes = getattr(original, "jinja_pass_arg", None)
+
+    def filter_(*args: Any, **kwargs: Any) -> Any:
+        given = args[1:] if passes is not None else args
+        if given and not isinstance(given[0], Taint):
+            tainted = taint_in([given[1:], kwargs])
+            if tainted is not None:
+                tainted.tracker.lost(f"the filter {name!r} on the template's text given a string of the data")
+                return original(*args, **kwargs)
+        return unheld(original(*args, **kwargs), f"the filter {name!r}")
+
+    if passes is not None:
+        filter_.jinja_pass_arg = passes  # type: ignore[attr-defined]
+    return filter_
+
+
+def retainted(text: str, tracker: Tracker) -> str:
+    """`text` holding markers of `tracker`'s shape (what `tojson` wrote, a list's repr) as a string of the data
+    joined from them, so what is asked of it is followed; a marker not of this shape cannot be."""
+    parts: list[str] = []
+    at = 0
+    for found in MARKERS.finditer(text):
+        taint = tracker.by_number.get(int(found.group(1)))
+        if taint is None:
+            raise Unfollowable("text holding a marker of another shape")
+        parts += (text[at : found.start()], taint)
+        at = found.end()
+    return shape_concat([*parts, text[at:]]) if parts else text
+
+
+def _held(text: Any) -> bool:
+    """Whether a plain string holds a marker: text made from the data without being a string of the data."""
+    return isinstance(text, str) and not isinstance(text, Taint) and "@@" in text
+
+
+def unheld(value: Any, what: str) -> Any:
+    """`value`, unless it is text made from the data's strings without being one of them (a namespace's repr, a
+    method of the template's text reading an attribute of one): nothing could follow what is asked of it."""
+    if _held(value) or (isinstance(value, (list, tuple)) and any(_held(x) for x in value)):
+        raise Unfollowable(f"{what} made text from the data's strings that cannot be followed")
+    return value
+
+
 def contains(item: Any, container: Any) -> bool:
     """The `in` operator on a shape (`_compat.join_generator` writes `x in y` as this): a string of the data in the
     template's text is a question, answered as the record the shape is built from answers it."""
+    if _held(container):
+        if not isinstance(item, Taint):
+            raise Unfollowable("the template's text searched for in text made from the data")
+        container = retainted(container, item.tracker)
+    if _held(item):
+        raise Unfollowable("text made from the data searched for")
     if isinstance(item, Taint) and isinstance(container, str) and not isinstance(container, Taint):
         fn, tracker = item.fn, item.tracker
         answer = fn(tracker.values) in container
         return bool(tracker.check(("in", item.key, str.__str__(container)), lambda v: fn(v) in container, answer))
     return item in container
+
+
+_PERCENT = re.compile(r"%%|%s")
+
+
+def percent(template: str, args: Any) -> str | None:
+    """`template % args` as a string of the data when `template` writes only `%s` (and `%%`) and the arguments are
+    strings; None when it writes anything else (a width, `%r`, `%d`: not followed)."""
+    values = args if isinstance(args, tuple) else (args,)
+    pieces = _PERCENT.split(template)
+    if "%" in "".join(pieces) or not all(isinstance(v, str) for v in values):
+        return None
+    directives = _PERCENT.findall(template)
+    if sum(d == "%s" for d in directives) != len(values):
+        return None
+    parts: list[str] = [pieces[0]]
+    queue = iter(values)
+    for directive, piece in zip(directives, pieces[1:]):
+        parts += (next(queue) if directive == "%s" else "%", piece)
+    return shape_concat(parts)
+
+
+def shape_binop(binop: Any) -> Any:
+    """The sandbox's `call_binop` for `%` on a shape (`intercepted_binops`): the template's text formatted with the
+    data's strings by `%s` keeps them followed; any other formatting of them makes the shape rendered directly."""
+
+    def call_binop(context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "%" and type(left) is str:  # `Markup % x` escapes x: `Taint.__html__` refuses that
+            tainted = taint_in(right)
+            if tainted is not None:
+                formatted = percent(left, right)
+                if formatted is not None:
+                    return formatted
+                tainted.tracker.lost("%-formatting of a string of the data")
+        return binop(context, operator, left, right)
+
+    return call_binop
+
+
+def _shape_format(original: Any) -> Any:
+    """jinja2's `format` filter (`value % args`) as `shape_binop` does `%`."""
+
+    def format_(value: Any, *args: Any, **kwargs: Any) -> Any:
+        tainted = taint_in([value, args, kwargs])
+        if tainted is not None:
+            formatted = percent(value, args) if isinstance(value, str) and not kwargs else None
+            if formatted is not None and not isinstance(value, Taint):
+                return formatted
+            tainted.tracker.lost("the filter 'format' on a string of the data")
+        return original(value, *args, **kwargs)
+
+    return format_
 
 
 def shape_call(call: Any) -> Any:
@@ -101,16 +215,22 @@ def shape_call(call: Any) -> Any:
     def call_(context: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
         owner = getattr(obj, "__self__", None)
         if isinstance(owner, str) and not isinstance(owner, Taint):
+            name = getattr(obj, "__name__", "")
+            if _held(owner):
+                raise Unfollowable(f"str.{name} of text made from the data")
+            if name == "join" and len(args) == 1 and not isinstance(args[0], (str, dict, list, tuple)):
+                args = (list(args[0]),)  # a generator or iterator: its items searched, then handed on
             # jinja2 hands the loop's and block's variables along as keyword arguments, for context functions
             given = {k: v for k, v in kwargs.items() if k not in ("_loop_vars", "_block_vars")}
             tainted = taint_in([args, given])
             if tainted is not None:
-                name = getattr(obj, "__name__", "")
-                if name == "join" and len(args) == 1 and not given:
+                if type(owner) is str and name == "join" and len(args) == 1 and not given:
                     items = list(args[0])
                     if all(isinstance(x, str) for x in items):
                         return shape_concat([p for k, x in enumerate(items) for p in ((owner, x) if k else (x,))])
                 tainted.tracker.lost(f"str.{name} of the template's text given a string of the data")
+                return call(context, obj, *args, **kwargs)
+            return unheld(call(context, obj, *args, **kwargs), f"str.{name}")
         return call(context, obj, *args, **kwargs)
 
     return call_
@@ -141,7 +261,7 @@ def shape_filters(filters: dict[str, Any], tests: dict[str, Any]) -> tuple[dict[
     length = filters["length"]
 
     def shape_length(value: Any) -> Any:
-        return Length.of(value) if isinstance(value, Taint) else length(value)
+        return Length.of(value) if isinstance(value, Taint) else length(unheld(value, "the filter 'length'"))
 
     def is_sequence(value: Any) -> bool:
         return True if isinstance(value, Taint) else bool(tests["sequence"](value))
@@ -149,13 +269,28 @@ def shape_filters(filters: dict[str, Any], tests: dict[str, Any]) -> tuple[dict[
     def is_iterable(value: Any) -> bool:
         return True if isinstance(value, Taint) else bool(tests["iterable"](value))
 
+    string = filters["string"]
+
+    def shape_string(value: Any) -> Any:
+        text = string(value)
+        tainted = None if isinstance(value, str) or not _held(text) else taint_in(value)
+        return retainted(text, tainted.tracker) if tainted is not None else text
+
+    def as_int(test: Any) -> Any:
+        return lambda value: True if isinstance(value, Length) else test(value)
+
     own_filters = {"length": shape_length, "count": shape_length, "join": _shape_join(filters["join"])}
+    own_filters |= {"string": shape_string, "format": _shape_format(filters["format"])}
     own_filters["tojson"] = filters["tojson"]  # `shape_tojson` already
-    new_filters = {
-        name: own_filters.get(name) or (f if name in FOLLOWED_FILTERS else _unfollowed_filter(name, f))
-        for name, f in filters.items()
-    }
+
+    def followed(name: str, f: Any) -> Any:
+        if name in PASSING_FILTERS:
+            return f
+        return _guarded_filter(name, f) if name in FOLLOWED_FILTERS else _unfollowed_filter(name, f)
+
+    new_filters = {name: own_filters.get(name) or followed(name, f) for name, f in filters.items()}
     own_tests = {"sequence": is_sequence, "iterable": is_iterable, "in": contains}
+    own_tests |= {"number": as_int(tests["number"]), "integer": as_int(tests["integer"])}
     new_tests = {
         name: own_tests.get(name) or (t if name in FOLLOWED_TESTS else _unfollowed_filter(name, t, "test"))
         for name, t in tests.items()
@@ -166,24 +301,28 @@ def shape_filters(filters: dict[str, Any], tests: dict[str, Any]) -> tuple[dict[
 # ---- tojson on a shape: each string becomes a marker that stands for its JSON escaping -------------------------
 
 
-def _json_ready(value: Any, ensure_ascii: bool) -> tuple[Any, bool]:
-    """`value` with each string of the data replaced by the marker of its JSON-escaped text; whether any was."""
+def _json_ready(value: Any, ensure_ascii: bool) -> tuple[Any, Tracker | None]:
+    """`value` with each string of the data replaced by the marker of its JSON-escaped text (a length by its exact
+    value), and the shape's tracker if any was."""
     if isinstance(value, Taint):
         fn, tracker = value.fn, value.tracker
 
         def escaped(values: Values) -> str:
             return json.dumps(fn(values), ensure_ascii=ensure_ascii)[1:-1]
 
-        return raw_text(tracker.marked(("json", ensure_ascii, value.key), escaped)), True
+        return raw_text(tracker.marked(("json", ensure_ascii, value.key), escaped)), tracker
+    if isinstance(value, Length):
+        return value.exactly(), None
     if isinstance(value, dict):
         if any(isinstance(k, Taint) for k in value):
             next(k for k in value if isinstance(k, Taint)).tracker.lost("tojson of a mapping keyed by data")
         pairs = [(k, _json_ready(v, ensure_ascii)) for k, v in value.items()]
-        return ({k: v for k, (v, _) in pairs}, True) if any(t for _, (_, t) in pairs) else (value, False)
+        found = next((t for _, (_, t) in pairs if t is not None), None)
+        return {k: v for k, (v, _) in pairs}, found
     if isinstance(value, (list, tuple)):
         items = [_json_ready(v, ensure_ascii) for v in value]
-        return ([v for v, _ in items], True) if any(t for _, t in items) else (value, False)
-    return value, False
+        return [v for v, _ in items], next((t for _, t in items if t is not None), None)
+    return value, None
 
 
 def shape_concat(parts: Any) -> str:
@@ -201,8 +340,19 @@ def shape_concat(parts: Any) -> str:
 
 
 def shape_join(items: Any) -> str:
-    """The `~` operator (jinja2's `str_join`): each item made a string, then `shape_concat`."""
-    return shape_concat([x if isinstance(x, str) else str(x) for x in items])
+    """The `~` operator (jinja2's `str_join`): each item made a string (a list of the data's strings written as a
+    string of the data), then `shape_concat`."""
+    return shape_concat([x if isinstance(x, str) else _written(x) for x in items])
+
+
+def _written(value: Any) -> str:
+    text = str(value)
+    if not _held(text):
+        return text
+    tainted = taint_in(value)
+    if tainted is None:
+        raise Unfollowable("a value holding the data's strings written as text")
+    return retainted(text, tainted.tracker)
 
 
 def shape_tojson(tojson: Any) -> Any:
@@ -219,7 +369,9 @@ def shape_tojson(tojson: Any) -> Any:
                 return tojson(x, ensure_ascii, *args, **kwargs)
         except (TypeError, ValueError):
             pass
-        ready, tainted = _json_ready(x, ensure_ascii)
-        return tojson(ready if tainted else x, ensure_ascii, *args, **kwargs)
+        ready, tracker = _json_ready(x, ensure_ascii)
+        if tracker is None:
+            return tojson(ready, ensure_ascii, *args, **kwargs)
+        return retainted(tojson(ready, ensure_ascii, *args, **kwargs), tracker)
 
     return filter_

@@ -50,6 +50,7 @@ from .. import _compat
 from ..template.spans import Span, assistant_spans
 from .followed import MARKERS, RealFn, RenderLog, Tracker, Values, raw_text
 from .loading import compile_template
+from .shape_environment import Unfollowable
 
 SAMPLE_RECORDS = 16
 CHECK_EVERY = 256  # one record in this many rendered both ways through the run
@@ -358,6 +359,8 @@ class ShapeRenderer:
             assistants = [i for i, m in enumerate(tainted) if m.get("role") == "assistant"]
             wanted = {(i, True) for i in assistants} | {(i + 1, False) for i in assistants}
             texts = {(n, gp): render(tainted[:n], gp) for n, gp in sorted(wanted)}
+        except Unfollowable as err:
+            return Shape((), (), (), (), (), (), str(err))
         except Exception as err:  # rendered directly, where the record's own error is reported
             return Shape((), (), (), (), (), (), f"the template raised {type(err).__name__} on its shape")
         prefixes = {at: skeleton(text, (), tracker) for at, text in texts.items()}

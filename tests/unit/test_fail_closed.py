@@ -194,3 +194,79 @@ def test_the_first_record_of_every_new_shape_is_compared_with_its_direct_renderi
     prepare(folder, data, tmp_path / "exact", exact=True)
     assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
     assert fast.shapes_off.startswith("line 21: a checked record renders differently from its shape")
+
+
+MISSES = [
+    ("{% for i in range(m.content | length) %}.{% endfor %}{{ m.content }}", "abc", "zz"),
+    ("{% if 'x' in m.content | tojson %}X{% endif %}{{ m.content }}", "a", "x"),
+    ("{{ m | string | upper }}", "123", "abc"),
+    (
+        "{% set all = ' '.join(messages | map(attribute='content')) %}{% if 'q' in all %}Q{% endif %}{{ m.content }}",
+        "a",
+        "q",
+    ),
+    ("{{ 'hello world' | replace(m.content, '') }}{{ m.content }}", "zzz", "world"),
+    ("{{ ('>' | safe) + m.content }}", "abc", "a&b"),
+    ("{{ ('<%s>' | safe) % m.content }}", "abc", "a&b"),
+    ("{{ ('<b>' | safe).join([m.content, 'x']) }}", "abc", "a<b"),
+    ("{% if messages[0].content is sameas m.content %}S{% endif %}{{ m.content }}", "ab", "a"),
+    ("{% set ns = namespace(c=m.content) %}{{ '{0.c}'.format(ns) | length }}{{ m.content }}", "a", "qqq"),
+    ("{{ ([m.content] ~ '') | length }}{{ m.content }}", "a", "qqq"),
+    ("{{ [1, 2, 3, 4, 5][m.content | length] }}{{ m.content }}", "a", "qqq"),
+    ("{{ '%d' % (m.content | length) }}{{ (m.content | length) | tojson }}", "a", "qqq"),
+]
+
+
+def _filled_later(source: str, first: str, later: str) -> tuple[Any, Any]:
+    """A later record of an already-built shape, past the first records and between samples: (filled, direct)."""
+    import functools
+
+    from hf_chat_templates import _compat
+    from hf_chat_templates.template.spans import assistant_spans
+    from hf_chat_templates.training.shapes import SAMPLE_RECORDS, ShapeRenderer
+
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n" + source + "<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    stops, controls = ("<|im_end|>",), ("<|im_start|>", "<|im_end|>")
+    shaped, plain = (compile_template(template, shapes=flag) for flag in (True, False))
+    by_shape = _compat.fast_renderer(shaped, {**shaped.globals, "documents": None})
+    by_direct = _compat.fast_renderer(plain, {**plain.globals, "documents": None})
+
+    def direct(messages: list[dict[str, Any]]) -> Any:
+        try:
+            found = assistant_spans(
+                lambda p, g: by_direct({"messages": p, "tools": None, "add_generation_prompt": g}),
+                messages,
+                stops,
+                controls,
+            )
+        except Exception as err:
+            return type(err).__name__
+        return found.text, found.spans
+
+    renderer = ShapeRenderer(by_shape, None, stops, controls, check_every=10**9)
+    renderer.proven = SAMPLE_RECORDS
+    got = None
+    for content in (first, later):
+        messages = [{"role": "user", "content": "12"}, {"role": "assistant", "content": content}]
+        try:
+            got = renderer.render_record(messages, None, functools.partial(direct, messages))[:2]
+        except Exception as err:
+            got = type(err).__name__
+    return got, direct(messages)
+
+
+@pytest.mark.parametrize("source, first, later", MISSES, ids=[m[0][:40] for m in MISSES])
+def test_what_a_template_does_with_the_data_is_followed_or_refused_never_taken_on_the_marker(
+    source: str, first: str, later: str
+) -> None:
+    got, expected = _filled_later(source, first, later)
+    assert got == expected
+
+
+def test_format_and_percent_with_strings_of_the_data_stay_filled_in() -> None:
+    for source in ("{{ '<%s>' | format(m.content) }}", "{{ '<%s|%s>' % (m.content, m.role) }}"):
+        got, expected = _filled_later(source, "abc", "a%sb")
+        assert got == expected
