@@ -297,7 +297,9 @@ def test_deepseek_r1_distill_counts_the_inline_reasoning_it_strips(toy_tokenizer
     refused = prepare(folder, data, tmp_path / "refused")
     # Its generation prompt ends with "<think>\n", which no rendered answer starts with: every turn is left out, and
     # each record counts once toward the limit; the report still names the reasoning the template strips
-    assert not refused.ok and "3 of 3 records could not be used (3 every turn left out, 1 reasoning" in refused.over_limit
+    assert (
+        not refused.ok and "3 of 3 records could not be used (3 every turn left out, 1 reasoning" in refused.over_limit
+    )
     report = prepare(folder, data, tmp_path / "out", max_skipped=10)
     assert not report.over_limit and report.tally.steps == {THINK_DROPPED: 1}
     assert "the template strips it from the content and renders no reasoning field" in report.describe()
