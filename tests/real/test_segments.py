@@ -73,7 +73,7 @@ def test_sentencepiece_metaspace_is_encoded_whole_and_the_sample_would_catch_it(
     forced = SegmentEncoder(backend, reason="")
     text = "<s>[INST]Hello there[/INST]Hi</s>"  # text right after a control token: no '▁' in the whole string
     (encoding,), stats = forced.encode_batch([text])
-    assert "sampled record 1, token 2: 'Hello' at characters (9, 14) whole, '▁Hello' at" in forced.off, forced.off
+    assert "text 1 of a batch, token 2: 'Hello' at characters (9, 14) whole, '▁Hello' at" in forced.off, forced.off
     assert encoding.ids == backend.encode(text, add_special_tokens=False).ids and stats.lookups == 0
 
 
