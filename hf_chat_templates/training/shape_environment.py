@@ -76,36 +76,25 @@ FOLLOWED_TESTS = frozenset(
 )
 
 
-def _unfollowed_filter(name: str, original: Any, kind: str = "filter") -> Any:
+def _unfollowed_filter(name: str, original: Any, kind: str = "filter", value_followed: bool = False) -> Any:
     """A filter (or test) not known to follow the data's strings: given one, anywhere in its arguments, the shape
-    cannot be followed; given none, it is the filter. Its jinja2 calling convention is kept."""
+    cannot be followed; given none, it is the filter. With `value_followed` (a followed filter), only a string of the
+    data among its other arguments while its value is the template's own text (`'hello' | replace(content, '')`)
+    cannot be. Its jinja2 calling convention is kept."""
     passes = getattr(original, "jinja_pass_arg", None)
-
-    def filter_(*args: Any, **kwargs: Any) -> Any:
-        tainted = taint_in([args[1:] if passes is not None else args, kwargs])
-        if tainted is not None:
-            tainted.tracker.lost(f"the {kind} {name!r} on a string of the data")
-            return original(*args, **kwargs)
-        return unheld(original(*args, **kwargs), f"the {kind} {name!r}")
-
-    if passes is not None:
-        filter_.jinja_pass_arg = passes  # type: ignore[attr-defined]
-    return filter_
-
-
-def _guarded_filter(name: str, original: Any) -> Any:
-    """A followed filter whose value is the template's own text given a string of the data as another argument:
-    the shape cannot be followed."""
-    passes = getattr(original, "jinja_pass_arg", None)
+    what = f"the {kind} {name!r} on the template's text given" if value_followed else f"the {kind} {name!r} on"
 
     def filter_(*args: Any, **kwargs: Any) -> Any:
         given = args[1:] if passes is not None else args
-        if given and not isinstance(given[0], Taint):
-            tainted = taint_in([given[1:], kwargs])
-            if tainted is not None:
-                tainted.tracker.lost(f"the filter {name!r} on the template's text given a string of the data")
-                return original(*args, **kwargs)
-        return unheld(original(*args, **kwargs), f"the filter {name!r}")
+        if value_followed:
+            searched = [given[1:], kwargs] if given and not isinstance(given[0], Taint) else None
+        else:
+            searched = [given, kwargs]
+        tainted = taint_in(searched) if searched is not None else None
+        if tainted is not None:
+            tainted.tracker.lost(f"{what} a string of the data")
+            return original(*args, **kwargs)
+        return unheld(original(*args, **kwargs), f"the {kind} {name!r}")
 
     if passes is not None:
         filter_.jinja_pass_arg = passes  # type: ignore[attr-defined]
@@ -286,7 +275,7 @@ def shape_filters(filters: dict[str, Any], tests: dict[str, Any]) -> tuple[dict[
     def followed(name: str, f: Any) -> Any:
         if name in PASSING_FILTERS:
             return f
-        return _guarded_filter(name, f) if name in FOLLOWED_FILTERS else _unfollowed_filter(name, f)
+        return _unfollowed_filter(name, f, value_followed=name in FOLLOWED_FILTERS)
 
     new_filters = {name: own_filters.get(name) or followed(name, f) for name, f in filters.items()}
     own_tests = {"sequence": is_sequence, "iterable": is_iterable, "in": contains}

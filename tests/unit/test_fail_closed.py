@@ -135,20 +135,25 @@ def test_a_title_branch_first_met_late_gives_the_ids_of_the_plain_path_and_trans
     assert "Be Brief, Number 30" in tok.decode(_rows(tmp_path / "fast")[30][0])
 
 
-def test_a_difference_met_late_turns_shapes_off_names_the_record_and_redoes_the_batch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A fast path wrong only from the 30th record on (a fault planted in filling shapes) is caught by the checks
-    spread over the run, not only the first records': the batch is rendered again directly, the record named."""
+def _plant_fault(monkeypatch: pytest.MonkeyPatch, after: int, old: str, new: str) -> None:
+    """Filling a shape writes `new` for `old` from its call `after + 1` on: a fast path wrong only late in a run."""
     fill = shapes_module.Shape.fill
     calls = [0]
 
     def faulty(self: Any, values: Any) -> Any:
         calls[0] += 1
         text, spans = fill(self, values)
-        return (text.replace("answer", "ANSWER") if calls[0] > 30 else text), spans
+        return (text.replace(old, new) if calls[0] > after else text), spans
 
     monkeypatch.setattr(shapes_module.Shape, "fill", faulty)
+
+
+def test_a_difference_met_late_turns_shapes_off_names_the_record_and_redoes_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fast path wrong only from the 30th record on (a fault planted in filling shapes) is caught by the checks
+    spread over the run, not only the first records': the batch is rendered again directly, the record named."""
+    _plant_fault(monkeypatch, 30, "answer", "ANSWER")
     folder = chatml_folder(tmp_path / "tok")
     data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in _records(80, late=80)])
     fast = prepare(folder, data, tmp_path / "fast", check_every=8)
@@ -179,15 +184,7 @@ def test_the_first_record_of_every_new_shape_is_compared_with_its_direct_renderi
 ) -> None:
     """Past the first records and between samples, a shape first met late is still checked: its first record's
     filled-in text against the conversation rendered directly."""
-    fill = shapes_module.Shape.fill
-    calls = [0]
-
-    def faulty(self: Any, values: Any) -> Any:
-        calls[0] += 1
-        text, spans = fill(self, values)
-        return (text.replace("be brief", "BE BRIEF") if calls[0] > 20 else text), spans
-
-    monkeypatch.setattr(shapes_module.Shape, "fill", faulty)
+    _plant_fault(monkeypatch, 20, "be brief", "BE BRIEF")
     folder = chatml_folder(tmp_path / "tok")
     data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in _records(30, late=20)])
     fast = prepare(folder, data, tmp_path / "fast", check_every=1000)
