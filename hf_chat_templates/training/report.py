@@ -156,7 +156,12 @@ class PrepareReport:
 
     def describe(self) -> str:
         lines = [
-            f"prepared {self.written} of {self.records} records from {self.path} into {self._destination()}",
+            (
+                f"prepared {self.written} examples (--per-turn) from the {self.records} records of {self.path}"
+                if self.per_turn
+                else f"prepared {self.written} of {self.records} records from {self.path}"
+            )
+            + f" into {self._destination()}",
             f"  spans from: {self.spans_from}",
             f"  stop tokens: {' '.join(self.stop_tokens)} ({self.tokens_from})",
             *(f"  note: {n}" for n in self.token_notes),

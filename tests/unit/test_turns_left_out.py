@@ -91,6 +91,7 @@ def test_per_turn_rows_equal_apply_chat_template_of_each_cut_conversation(tmp_pa
     )
     assert report.ok and report.written == 4 and report.turns_left_out == 0 and report.per_turn
     assert "--per-turn: 4 examples" in report.describe()
+    assert report.describe().startswith("prepared 4 examples (--per-turn) from the 3 records of")
     rows = load_from_disk(str(tmp_path / "out"))
     tok = AutoTokenizer.from_pretrained(str(folder))
     cut = [records[0]["messages"][: 2 * k] for k in (1, 2, 3)] + [records[1]["messages"]]
