@@ -73,10 +73,9 @@ def _normalized(
     normalizer: Normalizer, batch: Batch, per_turn: str | None = None
 ) -> tuple[Batch, list[tuple[str, int, str]], dict[str, list[int]]]:
     """The batch normalized for the template, the records that could not be, and the steps taken (the records
-    of each); with `per_turn`
-    (the train_on setting), each record as one example per assistant turn (`turns.per_turn`), in place: split
-    before normalizing, so what a template writes only after the last user turn (the reasoning) is kept. A record
-    one of whose examples cannot be normalized is left out whole."""
+    of each); with `per_turn` (the train_on setting), each record as one example per assistant turn
+    (`turns.per_turn`), in place: split before normalizing, so what a template writes only after the last user
+    turn (the reasoning) is kept. A record one of whose examples cannot be normalized is left out whole."""
     kept: Batch = []
     left: list[tuple[str, int, str]] = []
     steps: dict[str, list[int]] = {}
@@ -298,6 +297,32 @@ def _check_prepare_options(pack: int | None) -> None:
         raise missing_dependency("datasets", "train", "prepare") from None
 
 
+def new_report(
+    features: TrainingFeatures,
+    normalizer: Normalizer,
+    where: tuple[str, str, str, str],
+    training: dict[str, Any],
+    pack: int | None,
+) -> PrepareReport:
+    """A run's report before any batch (`prepare`'s and `prepare_on_ray`'s); `where` is (input, output, unit, limit)."""
+    path, output, unit, limit = where
+    state = features.state
+    return PrepareReport(
+        path=path,
+        output=output,
+        spans_from=state.spans_from,
+        tokens_from=state.tokens_from,
+        stop_tokens=state.stops,
+        token_notes=state.token_notes,
+        segments_off=state.segments.off if state.segments is not None else "",
+        encoder_off=state.segments.engine_off if state.segments is not None else "",
+        unit=unit,
+        reasoning_field=normalizer.reasoning_field,
+        max_skipped=limit,
+        **{**training, "pack": pack},
+    )
+
+
 def prepare(
     source: str | Path,
     conversations: str | Path,
@@ -360,22 +385,8 @@ def prepare(
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
         max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
-    state = features.state
     normalizer = template_normalizer(features)
-    report = PrepareReport(
-        path=data.name,
-        output=str(out),
-        spans_from=state.spans_from,
-        tokens_from=state.tokens_from,
-        stop_tokens=state.stops,
-        token_notes=state.token_notes,
-        segments_off=state.segments.off if state.segments is not None else "",
-        encoder_off=state.segments.engine_off if state.segments is not None else "",
-        unit=data.unit,
-        reasoning_field=normalizer.reasoning_field,
-        max_skipped=limit.text,
-        **{**training, "pack": pack},
-    )
+    report = new_report(features, normalizer, (data.name, str(out), data.unit, limit.text), training, pack)
     _publish(features, normalizer, data, out, report, limit, (workers, progress, force))
     return report
 

@@ -36,6 +36,7 @@ from .dataset import (
     _features,
     _stream,
     _write_dataset_state,
+    new_report,
     template_normalizer,
 )
 from .features import TrainingFeatures
@@ -250,32 +251,6 @@ def _publish_shards(staging: Path, kept: list[str]) -> None:
     _write_dataset_state(staging, names)
 
 
-def _new_report(
-    features: TrainingFeatures,
-    normalizer: Normalizer,
-    where: tuple[str, str, str, str],
-    training: dict[str, Any],
-    pack: int | None,
-) -> PrepareReport:
-    """The run's report before any shard, as `prepare` starts its own; `where` is (input, output, unit, limit)."""
-    path, output, unit, limit = where
-    state = features.state
-    return PrepareReport(
-        path=path,
-        output=output,
-        spans_from=state.spans_from,
-        tokens_from=state.tokens_from,
-        stop_tokens=state.stops,
-        token_notes=state.token_notes,
-        segments_off=state.segments.off if state.segments is not None else "",
-        encoder_off=state.segments.engine_off if state.segments is not None else "",
-        unit=unit,
-        reasoning_field=normalizer.reasoning_field,
-        max_skipped=limit,
-        **{**training, "pack": pack},
-    )
-
-
 def prepare_on_ray(
     source: str | Path,
     conversations: str | Path,
@@ -333,7 +308,7 @@ def prepare_on_ray(
         max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     normalizer = template_normalizer(features)
-    report = _new_report(features, normalizer, (str(conversations), str(out), first.unit, limit.text), training, pack)
+    report = new_report(features, normalizer, (str(conversations), str(out), first.unit, limit.text), training, pack)
     with ray_cluster(ray, address, num_cpus) as cpus:
         shards = plan_shards(files, kind, shard_bytes or shard_size(files, cpus))
         with staged_folder(out, force=force) as staging:

@@ -40,7 +40,7 @@ from .segments import SegmentStats, return_freed_memory
 from .shapes import CHECK_EVERY, ShapeStats
 from .spelled_tokens import encode_pieces, mark_spellings, spells, unmark
 from .state import FeatureState, load_state, messages_of, prefix_renderer, render_record
-from .turns import WEIGHT_KEYS, trained_spans, turn_weight
+from .turns import WEIGHT_KEYS, trained_spans, trains
 
 IGNORE_INDEX = -100
 NOTHING = "no assistant turn to train"  # a record without an assistant message
@@ -319,26 +319,22 @@ class TrainingFeatures:
             if value is None:
                 problems.append((index, f"does not render: {_capped(str(problem))}"))
             elif not value.spans:
-                has_turns = assistant_indices(messages)
-                problems.append((index, record_reason(self._explain(records[index])) if has_turns else NOTHING))
+                turns = assistant_indices(messages)
+                problems.append(
+                    (index, record_reason(self._explained_turns(records[index], turns)) if turns else NOTHING)
+                )
             else:
                 try:
                     trained = trained_spans(messages, value.spans, self.train_on)
                 except ValueError as err:
                     problems.append((index, str(err)))
                     continue
-                missing = [i for i in missing_turns(messages, value.spans) if self._trains(messages, i)]
+                # a turn left out that would not train anyway is no loss
+                missing = [i for i in missing_turns(messages, value.spans) if trains(messages, i, self.train_on)]
                 if missing:
                     value = self._left_out(records[index], value, missing)
                 rendered.append(value._replace(at=index, trained=trained))
         return rendered, problems, len(outcomes)
-
-    def _trains(self, messages: list[dict[str, Any]], i: int) -> bool:
-        """Whether assistant message `i` would train under train_on, had it a span: a turn left out that would not
-        is no loss."""
-        if self.train_on == "last":
-            return i == assistant_indices(messages)[-1]
-        return self.train_on == "all" or turn_weight(messages[i], i)
 
     def _explain(self, record: dict[str, Any]) -> list[tuple[int, str]]:
         """Why each assistant turn of `record` has no span, by rendering it directly (`left_out.explain`)."""
@@ -352,12 +348,16 @@ class TrainingFeatures:
         messages = record["messages"]
         texts = [turn_text(messages[i]) for i in missing]
         tokens = sum(len(e.ids) for e in self.state.backend.encode_batch(texts, add_special_tokens=False))
-        if self._explained < MAX_EXPLAINED:
-            self._explained += 1
-            why = dict(self._explain(record))
-        else:
-            why = {}
-        return value._replace(left_out=tuple((i, why.get(i, "")) for i in missing), left_out_tokens=tokens)
+        return value._replace(left_out=tuple(self._explained_turns(record, missing)), left_out_tokens=tokens)
+
+    def _explained_turns(self, record: dict[str, Any], turns: list[int]) -> list[tuple[int, str]]:
+        """(message, why) of each of `turns` left out: why found by rendering for the first MAX_EXPLAINED records of
+        a run (the report lists no more), empty after."""
+        if self._explained >= MAX_EXPLAINED:
+            return [(i, "") for i in turns]
+        self._explained += 1
+        why = dict(self._explain(record))
+        return [(i, why.get(i, "")) for i in turns]
 
     def encoded(self, records: list[dict[str, Any]]) -> tuple[Any, Any, Any, Problems]:
         """Flat arrays for the records that train something: (row offsets, input ids, labels), int32 numpy arrays

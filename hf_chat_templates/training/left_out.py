@@ -70,8 +70,10 @@ def explain(
 
 def record_reason(reasons: list[tuple[int, str]]) -> str:
     """Why a record whose assistant turns are all left out trains nothing."""
-    listed = "; ".join(f"message {i}: {why}" for i, why in reasons[:3])
+    listed = "; ".join(f"message {i}: {why}" if why else f"message {i}" for i, why in reasons[:3])
     more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+    if not any(why for _, why in reasons):
+        listed += "; the first records' reasons say why"
     return f"every assistant turn is left out of training ({listed}{more})"
 
 

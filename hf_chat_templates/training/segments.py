@@ -67,9 +67,6 @@ class SegmentStats:
             f"{self.cached_tokens / max(self.tokens, 1):.0%} of tokens from the cache)"
         )
 
-    def describe_checked(self) -> str:
-        return f"{self.checked:,} texts also encoded whole by the tokenizer, all equal"
-
     def to_dict(self, off: str) -> dict[str, Any]:
         return {
             "on": not off,

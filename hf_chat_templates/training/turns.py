@@ -37,9 +37,18 @@ def trained_spans(messages: list[dict[str, Any]], spans: tuple[Span, ...], train
                 f"assistant message(s) for train_on={train_on}"
             )
         owners = assistants
+    return tuple(trains(messages, owner, train_on, assistants) for owner in owners)
+
+
+def trains(messages: list[dict[str, Any]], i: int, train_on: str, assistants: list[int] | None = None) -> bool:
+    """Whether assistant message `i` trains under `train_on` (`assistants`: the assistant messages' indices)."""
+    if train_on == "all":
+        return True
     if train_on == "last":
-        return tuple(owner == assistants[-1] for owner in owners)
-    return tuple(turn_weight(messages[owner], owner) for owner in owners)
+        if assistants is None:
+            assistants = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
+        return i == assistants[-1]
+    return turn_weight(messages[i], i)
 
 
 def per_turn(record: dict[str, Any], train_on: str = "all") -> list[dict[str, Any]]:

@@ -148,17 +148,23 @@ def _plant_fault(monkeypatch: pytest.MonkeyPatch, after: int, old: str, new: str
     monkeypatch.setattr(shapes_module.Shape, "fill", faulty)
 
 
+def _fast_equals_exact(tmp_path: Path, records: list[dict[str, Any]], check_every: int) -> Any:
+    """The fast run's report, once its rows are found equal to the plain path's."""
+    folder = chatml_folder(tmp_path / "tok")
+    data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in records])
+    fast = prepare(folder, data, tmp_path / "fast", check_every=check_every)
+    prepare(folder, data, tmp_path / "exact", exact=True)
+    assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
+    return fast
+
+
 def test_a_difference_met_late_turns_shapes_off_names_the_record_and_redoes_the_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fast path wrong only from the 30th record on (a fault planted in filling shapes) is caught by the checks
     spread over the run, not only the first records': the batch is rendered again directly, the record named."""
     _plant_fault(monkeypatch, 30, "answer", "ANSWER")
-    folder = chatml_folder(tmp_path / "tok")
-    data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in _records(80, late=80)])
-    fast = prepare(folder, data, tmp_path / "fast", check_every=8)
-    prepare(folder, data, tmp_path / "exact", exact=True)
-    assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
+    fast = _fast_equals_exact(tmp_path, _records(80, late=80), check_every=8)
     assert fast.shapes_off.startswith("line 32: a checked record renders differently from its shape at character")
     assert "'answer 31" in fast.shapes_off and "'ANSWER 31" in fast.shapes_off
     assert "rendering by shape: off: line 32" in fast.describe()
@@ -185,11 +191,7 @@ def test_the_first_record_of_every_new_shape_is_compared_with_its_direct_renderi
     """Past the first records and between samples, a shape first met late is still checked: its first record's
     filled-in text against the conversation rendered directly."""
     _plant_fault(monkeypatch, 20, "be brief", "BE BRIEF")
-    folder = chatml_folder(tmp_path / "tok")
-    data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in _records(30, late=20)])
-    fast = prepare(folder, data, tmp_path / "fast", check_every=1000)
-    prepare(folder, data, tmp_path / "exact", exact=True)
-    assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
+    fast = _fast_equals_exact(tmp_path, _records(30, late=20), check_every=1000)
     assert fast.shapes_off.startswith("line 21: a checked record renders differently from its shape")
 
 
