@@ -23,6 +23,13 @@ def compile_template(template: str) -> Any:
     return _compile_jinja_template(template)
 
 
+def control_tokens(tokenizer: Any, template: str) -> tuple[str, ...]:
+    """The added tokens `apply_chat_template(..., sanitize_control_tokens=True)` encodes as text when the data
+    spells them, for a record `template` renders: the special ones, and the tokenizer's `chat_control_tokens` or
+    else those a literal of the template holds, whitespace aside."""
+    return tuple(tokenizer._get_control_tokens(template))
+
+
 def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages as apply_chat_template hands them to a template: None values dropped, objects made plain."""
     from transformers.utils.chat_template_utils import _normalize_chat_messages

@@ -1,7 +1,7 @@
 """What a record needs before a template can render it, decided once per template, and the tally of what was done
 and what was left out.
 
-`Normalizer.for_template(render, sources)` renders a tiny probe conversation a few ways and keeps three decisions,
+`Normalizer.for_template(render)` renders a tiny probe conversation a few ways and keeps three decisions,
 all plain data (it pickles into worker processes as it is):
 
 - `parse_arguments`: JSON-string tool-call arguments (OpenAI's format) are parsed into mappings when the template
@@ -113,8 +113,10 @@ def _rendered_reasoning(render: Render) -> _Reasoning:
     values = {name: f"{mark}{i}x" for i, name in enumerate(_CANDIDATES)}
     thought = f"{mark}tx"
     # A template that needs tools (a tool_use template given alone) is probed with them
-    tools = _try(render, _reasoned({"content": "4"}, False), tools=False) is None
-    plain = {e: _try(render, _reasoned({"content": "4"}, e), tools) for e in (False, True)}
+    alone = _try(render, _reasoned({"content": "4"}, False), tools=False)
+    tools = alone is None
+    plain = {False: _try(render, _reasoned({"content": "4"}, False), tools) if tools else alone}
+    plain[True] = _try(render, _reasoned({"content": "4"}, True), tools)
 
     def rendered(answer: dict[str, Any], earlier: bool) -> str:
         """The rendering, or "" when it fails or equals the turn's rendering without reasoning."""
@@ -175,9 +177,9 @@ class Normalizer:
     think_earlier: bool = True
 
     @classmethod
-    def for_template(cls, render: Render, sources: Iterable[str | None] = ()) -> Normalizer:
+    def for_template(cls, render: Render) -> Normalizer:
         """Decide each step by rendering probes with `render(messages, tools)` (it raises when the template
-        does). `sources`, the template texts, are not read: what a template renders is decided by rendering.
+        does): what a template renders is decided by rendering, never by its text.
 
         >>> Normalizer.for_template(render).reasoning_field  # Qwen3's template
         'reasoning_content'

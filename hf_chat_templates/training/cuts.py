@@ -48,7 +48,11 @@ def _cuts(enc: Any, spans: tuple[Span, ...], size: int, ends: list[int | None] |
     if ends is None:
         chars = _chars(spans)
         many = getattr(enc, "tokens_at", None)  # one search for all of them (`bpe_engine.ByteEncoding`)
-        ends = many(chars) if many is not None else [enc.char_to_token(c) for c in chars]
+        if many is not None:
+            ends = many(chars)
+        else:  # an Encoding finds the last token with `token_to_chars`: the character after the span is not asked
+            walks = hasattr(enc, "token_to_chars")
+            ends = [None if walks and k % 3 == 2 else enc.char_to_token(c) for k, c in enumerate(chars)]
     for span, first, at_last, after in zip(spans, ends[::3], ends[1::3], ends[2::3]):
         last = None if first is None or at_last is None else _last_token(enc, span, at_last, after)
         if first is None or last is None:

@@ -38,8 +38,6 @@ from ..conversations.records import ConversationSource, open_conversations, reco
 from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
 from ..outputs import check_output, staged_folder
-from ..template.rendering import named_template
-from ..template.training_variant import TRAINING_TEMPLATE_NAME
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
 from .packing import PACKED_TYPES, pack, token_counts
 from .report import MAX_LISTED, PrepareReport
@@ -254,15 +252,11 @@ def _stream(
 def template_normalizer(features: TrainingFeatures) -> Normalizer:
     """The normalization the features' template needs, decided by rendering probes the way records render."""
     state = features.state
-    names = (None, "tool_use", TRAINING_TEMPLATE_NAME)
-    sources = (
-        [features.template] if features.template else [named_template(state.tokenizer, n or "default") for n in names]
-    )
 
     def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         return render_record(state, {"messages": messages, "tools": tools}, by_shape=False)[0]
 
-    return Normalizer.for_template(render, sources)
+    return Normalizer.for_template(render)
 
 
 def _features(

@@ -34,32 +34,9 @@ Ranges = tuple[tuple[int, int], ...]
 
 def control_spellings(tokenizer: Any, templates: Iterable[str | None]) -> re.Pattern[str]:
     """The added tokens `sanitize_control_tokens` encodes as text when the data spells them in a record rendered by
-    one of `templates` (transformers' `_get_control_tokens`: the special ones, and the tokenizer's
-    `chat_control_tokens` or else those a literal of a template holds, whitespace aside), as one regex, longest
-    first."""
-    declared = getattr(tokenizer, "chat_control_tokens", None)
-    text = "\0".join(template_literals(t) for t in templates if t)
-
-    def control(token: Any) -> bool:
-        if token.special:
-            return True
-        if declared is not None:
-            return token.content in declared
-        return token.content in text and not token.content.isspace()
-
-    tokens = {token.content for token in tokenizer.added_tokens_decoder.values() if control(token)}
+    one of `templates` (transformers' own choice, `_compat.control_tokens`), as one regex, longest first."""
+    tokens = {token for t in templates if t for token in _compat.control_tokens(tokenizer, t)}
     return re.compile("|".join(map(re.escape, sorted(tokens, key=len, reverse=True))) or "(?!)")
-
-
-def template_literals(template: str) -> str:
-    """transformers' `_get_template_literal_text`: the template's text outside its tags and its string constants,
-    joined with NULs (a token in a comment, or built of two literals, is not one a literal holds)."""
-    from jinja2 import nodes
-
-    tree = _compat.compile_template(template).environment.parse(template)
-    literals = {node.data for node in tree.find_all(nodes.TemplateData)}
-    literals |= {node.value for node in tree.find_all(nodes.Const) if isinstance(node.value, str)}
-    return "\0".join(sorted(literals))
 
 
 def spells(pattern: re.Pattern[str], *values: Any) -> bool:

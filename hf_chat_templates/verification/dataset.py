@@ -154,7 +154,7 @@ class RecordChecker:
             t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special and t.content in self.template
         )
         self.normalizer = Normalizer.for_template(
-            lambda messages, tools: self._render_one({"messages": messages, "tools": tools}), [self.template]
+            lambda messages, tools: self._render_one({"messages": messages, "tools": tools})
         )
 
     def check(self, batch: list[tuple[int, dict[str, Any]]]) -> DatasetReport:
@@ -171,10 +171,9 @@ class RecordChecker:
             except Exception as err:  # a shape no check foresaw: that record is reported, the batch goes on
                 report.note("normalize", number, f"cannot be normalized ({type(err).__name__}: {err})")
                 continue
-            report.tally.applied(steps)
             for name in carried_fields(normal, reasoning_dropped=REASONING_DROPPED in steps):
                 report.fields[name] = report.fields.get(name, 0) + 1
-            kept.append((number, normal))
+            kept.append((number, normal, steps))
         return kept
 
     def _render_one(self, record: dict[str, Any]) -> str:
@@ -187,15 +186,16 @@ class RecordChecker:
     ) -> tuple[DatasetReport, list[tuple[int, dict[str, Any], str]]]:
         """Render a batch (Python, holds the GIL); `finish` encodes and checks it."""
         report = DatasetReport(path="", reasoning_field=self.normalizer.reasoning_field)
-        batch = self._normalized(report, batch)
-        report.records = len(batch)
+        normalized = self._normalized(report, batch)
+        report.records = len(normalized)
         texts = []
-        for index, text, problem in render_batch([r for _, r in batch], self._render_one, limits=self.limits):
-            number, record = batch[index]
+        for index, text, problem in render_batch([r for _, r, _ in normalized], self._render_one, limits=self.limits):
+            number, record, steps = normalized[index]
             if text is None:
                 _fail(report, "renders", number, str(problem))
                 report.tally.skip("render", number, str(problem))
             else:
+                report.tally.applied(steps)  # a record left out counts once, as that, not also for a field it lost
                 texts.append((number, record, text))
         return report, texts
 

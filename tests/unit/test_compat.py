@@ -22,6 +22,7 @@ from hf_chat_templates import _compat
 # The functions this module tests; each has at least one `test_<name>...` below.
 COVERED = {
     "compile_template",
+    "control_tokens",
     "normalize_messages",
     "alias_reasoning_fields",
     "plain_template_data",
@@ -90,6 +91,17 @@ def test_compile_template_is_sandboxed() -> None:
 
     with pytest.raises(SecurityError):
         _compat.compile_template("{{ messages.append(1) }}").render(messages=[])
+
+
+def test_control_tokens_are_the_special_tokens_and_those_the_templates_literals_hold(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from ..helpers import chatml_folder
+
+    tok = AutoTokenizer.from_pretrained(str(chatml_folder(tmp_path / "tok")))
+    written = _compat.control_tokens(tok, "<|im_start|>{{ messages[0].content }}")
+    assert "<|im_start|>" in written and "<|im_end|>" in written  # written, and special
+    assert set(written) <= {t.content for t in tok.added_tokens_decoder.values()}
 
 
 def test_normalize_messages_drops_none_values() -> None:

@@ -195,7 +195,7 @@ def test_reasoning_aliases_move_to_the_field_the_template_reads(good: Path, tmp_
 
 def test_content_is_left_as_it_is_when_the_template_reads_no_reasoning_field() -> None:
     record = {"messages": [{"role": "assistant", "content": "<think>x</think>y"}]}
-    assert Normalizer.for_template(_renderer(GOOD), [GOOD]).apply(record) == (record, ())
+    assert Normalizer.for_template(_renderer(GOOD)).apply(record) == (record, ())
 
 
 def _decoded(folder: Path, out: Path) -> list[str]:
@@ -244,7 +244,7 @@ def test_a_template_naming_both_fields_but_rendering_neither_counts_reasoning_as
 ) -> None:
     template = tmp_path / "names.jinja"
     template.write_text(NAMES_ONLY)
-    normalizer = Normalizer.for_template(_renderer(NAMES_ONLY), [NAMES_ONLY])
+    normalizer = Normalizer.for_template(_renderer(NAMES_ONLY))
     assert normalizer.reasoning_field is None
     assert normalizer.apply(_answer({"reasoning_content": "add"}))[1] == (REASONING_DROPPED,)
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(_answer({"reasoning_content": "add"}))])
