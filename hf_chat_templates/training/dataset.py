@@ -24,6 +24,7 @@ from typing import Any
 from .. import _compat
 from ..conversations.batches import constant, map_batches, progress_bar
 from ..conversations.normalize import (
+    EARLIER_REASONING_DROPPED,
     LEFT_OUT,
     LOSSES,
     SKIP_KINDS,
@@ -39,6 +40,7 @@ from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
 from ..outputs import check_output, staged_folder
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
+from .left_out import LEFT_OUT_REASONS
 from .packing import PACKED_TYPES, pack, token_counts
 from .report import MAX_LISTED, PrepareReport
 from .shapes import CHECK_EVERY
@@ -62,9 +64,17 @@ def _kind(why: str) -> str:
     `train` key ("normalize"), or nothing to train."""
     if why.startswith("does not render"):
         return "render"
-    if why.startswith("every assistant turn is left out"):
+    if why.startswith(LEFT_OUT_REASONS):
         return LEFT_OUT
     return "normalize" if _MALFORMED_WEIGHT.match(why) else UNTRAINED
+
+
+def _first_per_record(problems: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The first problem of each record (`--per-turn`: its examples share its place)."""
+    first: dict[int, tuple[str, int, str]] = {}
+    for problem in problems:
+        first.setdefault(problem[1], problem)
+    return list(first.values())
 
 
 def _normalized(
@@ -228,12 +238,16 @@ def _stream(
             report.tokens_left_out += stats.tokens_left_out
             room = MAX_LISTED - len(report.left_out)
             report.left_out += [(where, i, why) for where, i, why in stats.left_out[: max(room, 0)]]
+            if report.per_turn:  # a record's examples left out count as the record, once
+                problems = _first_per_record(problems)
             for kind, where, why in problems:
                 report.note(kind, where, why)
             # every step is reported; a field lost counts toward the limit for records kept (one left out whole
             # counts as that already), and a record once
             gone = {where for kind, where, _ in problems if kind in SKIP_KINDS}
-            lossy = {w for step, wheres in steps.items() if step in LOSSES for w in wheres} - gone
+            # with --per-turn, an earlier turn's reasoning dropped from one example is in that turn's own example
+            losses = set(LOSSES) - ({EARLIER_REASONING_DROPPED} if report.per_turn else set())
+            lossy = {w for step, wheres in steps.items() if step in losses for w in wheres} - gone
             report.tally.add(RecordTally(steps={step: len(w) for step, w in steps.items()}, lossy=len(lossy)))
             report.encoded += table.num_rows
             if report.pack and table.num_rows:

@@ -321,7 +321,12 @@ class TrainingFeatures:
             elif not value.spans:
                 turns = assistant_indices(messages)
                 problems.append(
-                    (index, record_reason(self._explained_turns(records[index], turns)) if turns else NOTHING)
+                    (
+                        index,
+                        record_reason(self._explained_turns(records[index], turns), self.per_turn is not None)
+                        if turns
+                        else NOTHING,
+                    )
                 )
             else:
                 try:

@@ -68,8 +68,15 @@ def explain(
     return out
 
 
-def record_reason(reasons: list[tuple[int, str]]) -> str:
-    """Why a record whose assistant turns are all left out trains nothing."""
+LEFT_OUT_REASONS = ("every assistant turn is left out", "the turn of a --per-turn example is left out")
+
+
+def record_reason(reasons: list[tuple[int, str]], per_turn: bool = False) -> str:
+    """Why a record whose assistant turns are all left out trains nothing; with `per_turn`, why one of its
+    examples (the conversation cut after that turn) does."""
+    if per_turn and reasons:
+        i, why = reasons[-1]
+        return f"{LEFT_OUT_REASONS[1]} of training (message {i}{': ' + why if why else ''})"
     listed = "; ".join(f"message {i}: {why}" if why else f"message {i}" for i, why in reasons[:3])
     more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
     if not any(why for _, why in reasons):

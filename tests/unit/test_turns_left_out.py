@@ -126,3 +126,11 @@ def test_per_turn_with_weighted_turns_makes_examples_of_the_weighted_ones(tmp_pa
         train_on="weighted",
     )
     assert report.written == 2
+
+
+def test_per_turn_counts_a_record_once_and_names_the_examples_turn(tmp_path: Path) -> None:
+    folder, template, data = _setup(tmp_path, THINKING, [_chat(3), _chat(1)])
+    report = prepare(folder, data, tmp_path / "out", template=template, stop_tokens=["<|im_end|>"], per_turn=True)
+    assert report.tally.skipped["every turn left out"] == 2 and "2 of 2 records could not be used" in report.over_limit
+    (line, why), *_ = report.skipped
+    assert line == 1 and why.startswith("the turn of a --per-turn example is left out of training (message 1: ")
