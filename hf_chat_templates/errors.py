@@ -52,6 +52,7 @@ PARAMETERS = frozenset(
         "to_main",
         "skip_verify",
         "reuse_reserved",
+        "pad_token",
         "diff_with",
         "only",
         "workers",

@@ -162,7 +162,6 @@ _NOT_INTO_GGUF = {
     "tokenizer": "--tokenizer",
     "all_families": "--all",
     "training": "--training",
-    "keep_tokenizer_bos": "--keep-tokenizer-bos",
     "revision": "--revision",
     "token": "--token",
 }
@@ -190,6 +189,8 @@ def install_gguf(params: dict[str, Any]) -> None:
         stop_tokens=params.get("stop_tokens") or None,
         control_tokens=params.get("control_tokens") or None,
         reuse_reserved=params.get("reuse_reserved", False),
+        pad_token=params.get("pad_token"),
+        bos_postprocessor=params.get("bos_postprocessor", True),
     )
     for warning in plan.warnings:
         warn(f"{plan.subject}: {warning}")

@@ -27,9 +27,19 @@ from .gguf_files import install_gguf
 )
 @click.option("--reuse-reserved", is_flag=True, help="Write new control tokens over unused reserved slots.")
 @click.option(
-    "--keep-tokenizer-bos",
-    is_flag=True,
-    help="Keep a post-processor BOS even though the template writes bos_token (double BOS).",
+    "--bos-postprocessor/--no-bos-postprocessor",
+    default=True,
+    show_default=True,
+    help="Keep the BOS the tokenizer's post-processor adds (tokenizer(text) keeps it; a rendering is tokenized with "
+    "add_special_tokens=False), or, when the template writes bos_token itself, drop it (tokenizer(rendered) then "
+    "gives one BOS, tokenizer(text) on plain text none). With --gguf: tokenizer.ggml.add_bos_token.",
+)
+@click.option(
+    "--pad-token",
+    default=None,
+    metavar="TOKEN",
+    help="Set the pad token: a token of the vocabulary that is not a stop token (default: the tokenizer's own, or "
+    "one picked when it has none).",
 )
 @click.option(
     "--training",
@@ -75,7 +85,8 @@ def install_command(
     variant: str | None,
     fmt: str,
     reuse_reserved: bool,
-    keep_tokenizer_bos: bool,
+    bos_postprocessor: bool,
+    pad_token: str | None,
     training: bool,
     dry_run: bool,
     force: bool,
@@ -95,7 +106,7 @@ def install_command(
     if gguf_in is not None:  # into a new GGUF file, from a GGUF file
         return install_gguf(click.get_current_context().params)
     documents = []
-    for fam, src, out in _jobs(family, tokenizer, output, all_families, bool(templates)):
+    for fam, src, out in _jobs(family, tokenizer, output, all_families, bool(templates), pad_token):
         plan = plan_install(
             fam,
             src,
@@ -106,7 +117,8 @@ def install_command(
             control_tokens=control_tokens or None,
             format=fmt,
             reuse_reserved=reuse_reserved,
-            keep_tokenizer_bos=keep_tokenizer_bos,
+            bos_postprocessor=bos_postprocessor,
+            pad_token=pad_token,
             training=training,
             force=force,
             revision=revision,
@@ -128,16 +140,16 @@ def install_command(
 
 
 def _jobs(
-    family: str | None, tokenizer: str | None, output: Path, all_families: bool, templates: bool
+    family: str | None, tokenizer: str | None, output: Path, all_families: bool, templates: bool, pad: str | None
 ) -> list[tuple[Any, str, Path]]:
     """(family or None, source, output) for each install the command makes."""
     from .. import base_tokenizer, get_family, list_families
     from ..errors import UsageError
 
     if all_families:
-        if family or tokenizer or templates:
+        if family or tokenizer or templates or pad:
             raise UsageError(
-                "--all installs every family on its default base; drop FAMILY, --template and --tokenizer",
+                "--all installs every family on its default base; drop FAMILY, --template, --tokenizer and --pad-token",
                 hint="hf-chat-templates install --all --output DIR",
             )
         return [(f, str(base_tokenizer(f.base_tokenizer)), output / f.name) for f in list_families()]

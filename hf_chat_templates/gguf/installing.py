@@ -5,7 +5,9 @@ The GGUF's tokenizer is saved as a folder (loading.py) and planned on exactly as
 becomes metadata changes: `tokenizer.chat_template` (and `tokenizer.chat_template.NAME`), every control token
 CONTROL in `tokenizer.ggml.token_type`, a reserved slot's new text in `tokenizer.ggml.tokens` (--reuse-reserved),
 eos set to the first stop id and eot/eom to the other stop ids the folder install lists (`_stop_ids`), pad when
-one is chosen, and add_bos_token false when the template writes the BOS itself. A token the vocabulary lacks is
+one is chosen or asked for (`pad_token`), and add_bos_token false when the template writes the BOS itself and
+`bos_postprocessor=False` asks to drop the tokenizer's own (kept by default, as a folder install keeps its
+post-processor's). A token the vocabulary lacks is
 refused: a GGUF file's vocabulary cannot grow without its embeddings. Everything else is copied byte for byte
 (writing.py).
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, option
+from ..installation.plan import BosPlan
 from ..installation.planner import plan_install
 from .loading import gguf_tokenizer_folder
 from .reading import read_layout, tokenizer_from_layout
@@ -40,6 +43,7 @@ class GgufInstallPlan:
     warnings: tuple[str, ...]
     tokens_from: str
     force: bool = False
+    bos: str | None = None  # what the install does with BOS, in words
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +55,7 @@ class GgufInstallPlan:
             "tokens_from": self.tokens_from,
             "changed_keys": sorted(self.changes),
             "token_ids": self.arguments.get("token_ids", {}),
+            "bos": self.bos,
             "warnings": list(self.warnings),
         }
 
@@ -66,6 +71,8 @@ class GgufInstallPlan:
         ]
         ids = self.arguments.get("token_ids", {})
         lines.append("  ids: " + ", ".join(f"{name} {value}" for name, value in ids.items()))
+        if self.bos is not None:
+            lines.append(f"  {self.bos}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -79,7 +86,8 @@ def plan_gguf_install(
     **options: Any,
 ) -> GgufInstallPlan:
     """What installing `family` (or `template=` files; `options` are `plan_install`'s: variant, template,
-    stop_tokens, control_tokens, reuse_reserved) into the GGUF file `gguf` as the new file `output` would change."""
+    stop_tokens, control_tokens, reuse_reserved, pad_token, bos_postprocessor) into the GGUF file `gguf` as the
+    new file `output` would change."""
     layout = read_layout(gguf)
     source = tokenizer_from_layout(layout)
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
@@ -129,7 +137,25 @@ def plan_gguf_install(
         warnings=tuple(warnings),
         tokens_from=plan.tokens_from,
         force=force,
+        bos=_bos_line(plan.bos),
     )
+
+
+def _bos_line(bos: BosPlan | None) -> str | None:
+    """What the install does with BOS, in a GGUF's terms: llama.cpp adds BOS to a prompt by add_bos_token."""
+    if bos is None:
+        return None
+    t, key = bos.token, "tokenizer.ggml.add_bos_token"
+    if bos.dropped:
+        return (
+            f"BOS {t}: {key} set false (--no-bos-postprocessor): the template writes it; a plain-text prompt gets none"
+        )
+    if bos.template_writes and bos.tokenizer_adds:
+        return (
+            f"BOS {t}: {key} kept, so a plain-text prompt starts with it; the template writes it too, so a "
+            "rendering is to be tokenized without adding BOS (--no-bos-postprocessor sets the key false instead)"
+        )
+    return f"BOS {t}: {key} unchanged; the template " + ("writes it" if bos.template_writes else "does not write it")
 
 
 def _stop_ids(stops: tuple[int, ...], listed: tuple[int, ...]) -> tuple[dict[str, int], list[int]]:

@@ -1,5 +1,6 @@
 """Apply an install plan: write the folder atomically, after reloading it with transformers confirms what the plan
-promised (the template, each control token one id, eos and pad, no post-processor BOS, the vocabulary size).
+promised (the template, each control token one id, eos and pad, a post-processor BOS dropped when asked, the
+vocabulary size).
 
 >>> result = install("gigachat3", base_tokenizer("llama3"), "gigachat-tok", reuse_reserved=True)  # doctest: +SKIP
 """
@@ -84,14 +85,16 @@ def install(
     control_tokens: Iterable[str] | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
-    keep_tokenizer_bos: bool = False,
+    bos_postprocessor: bool = True,
+    pad_token: str | None = None,
     training: bool = False,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
 ) -> InstallResult:
     """Install `family` (or the template files `template`) on the tokenizer at `tokenizer` (a folder or Hub repo
-    id), writing `output`. See `plan_install` for `template`, `stop_tokens` and `control_tokens`.
+    id), writing `output`. See `plan_install` for `template`, `stop_tokens`, `control_tokens`, `pad_token` and
+    `bos_postprocessor`.
 
     >>> install("gigachat3", base_tokenizer("llama3"), "gigachat-tok", reuse_reserved=True)  # doctest: +SKIP
     >>> install(None, "org/model", "out", template="chat.jinja", stop_tokens=["<|im_end|>"])  # doctest: +SKIP
@@ -106,7 +109,8 @@ def install(
         control_tokens=control_tokens,
         format=format,
         reuse_reserved=reuse_reserved,
-        keep_tokenizer_bos=keep_tokenizer_bos,
+        bos_postprocessor=bos_postprocessor,
+        pad_token=pad_token,
         training=training,
         force=force,
         revision=revision,

@@ -4,7 +4,11 @@ What an install does, and never does:
 - writes the template as `chat_template.jinja` and/or the `chat_template` key of tokenizer_config.json (the two
   never disagree: the form not chosen is removed);
 - registers every control token as one special id (see tokenizer/vocab.py), sets eos to the family's first stop
-  token, picks a pad token when there is none, and merges the stop ids into generation_config.json's eos_token_id;
+  token, sets the pad token asked for or picks one when there is none, and merges the stop ids into
+  generation_config.json's eos_token_id;
+- keeps the BOS the tokenizer's post-processor adds, so `tokenizer(text)` on plain text still starts with it; when
+  the template writes BOS too, a rendering is tokenized without special tokens (`BosPlan`). Asked
+  (`bos_postprocessor=False`), it drops that BOS instead;
 - copies every other file byte for byte, never touches the source, and writes the output atomically after
   reloading it with transformers to confirm the template and that each control token is one id.
 
@@ -36,6 +40,37 @@ class FileChange:
 
 
 @dataclass(frozen=True)
+class BosPlan:
+    """What an install does with BOS: whether the template writes it, whether `tokenizer(text)` adds it with its
+    defaults once installed, and whether the post-processor's was dropped (`bos_postprocessor=False`)."""
+
+    token: str
+    template_writes: bool
+    tokenizer_adds: bool
+    dropped: bool
+
+    def describe(self) -> str:
+        t = self.token
+        if self.dropped:
+            return (
+                f"BOS {t}: dropped from the post-processor (--no-bos-postprocessor): the template writes it, so "
+                "tokenizer(rendered) gives one; tokenizer(text) on plain text (eval harnesses, completions) gives none"
+            )
+        if self.template_writes and self.tokenizer_adds:
+            return (
+                f"BOS {t}: the post-processor keeps adding it, so tokenizer(text) on plain text starts with it as "
+                "before; the template writes it too, so tokenize a rendering with apply_chat_template(..., "
+                "tokenize=True) or tokenizer(text, add_special_tokens=False), not tokenizer(text) (two BOS); "
+                "--no-bos-postprocessor drops it from the post-processor instead"
+            )
+        if self.template_writes:
+            return f"BOS {t}: written by the template; tokenizer(text) adds none (unchanged)"
+        if self.tokenizer_adds:
+            return f"BOS {t}: added by tokenizer(text) (unchanged); the template does not write it"
+        return f"BOS {t}: neither the template nor tokenizer(text) writes it (unchanged)"
+
+
+@dataclass(frozen=True)
 class InstallPlan:
     """Everything an install would do, computed before anything is written."""
 
@@ -57,6 +92,7 @@ class InstallPlan:
     generation_eos_after: tuple[int, ...]
     warnings: tuple[str, ...]
     bos_dropped_from_post_processor: str | None = None
+    bos: BosPlan | None = None  # None: the tokenizer has no BOS token
     force: bool = False  # replace a non-empty output (kept beside it): what the plan was made to do
     staged: tuple[StagedFile, ...] = field(repr=False, compare=False, default=())
     expected_template: str = field(repr=False, compare=False, default="")
@@ -90,6 +126,7 @@ class InstallPlan:
                 "after": list(self.generation_eos_after),
             },
             "bos_dropped_from_post_processor": self.bos_dropped_from_post_processor,
+            "bos": asdict(self.bos) if self.bos is not None else None,
             "training_template": TRAINING_TEMPLATE_NAME if self.training_template is not None else None,
             "named_templates": sorted(self.expected_named),
             "tokens_from": self.tokens_from,
@@ -119,11 +156,8 @@ class InstallPlan:
             )
         else:
             lines.append(f"  vocabulary size unchanged ({self.vocab_size_after})")
-        if self.bos_dropped_from_post_processor:
-            lines.append(
-                f"  post-processor: no longer adds {self.bos_dropped_from_post_processor} (the template "
-                "writes it; tokenizer(rendered) and apply_chat_template then give one BOS)"
-            )
+        if self.bos is not None:
+            lines.append(f"  {self.bos.describe()}")
         if self.training_template is not None:
             lines.append(
                 f"  training template '{TRAINING_TEMPLATE_NAME}': the same text with {{% generation %}} "

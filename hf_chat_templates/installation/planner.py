@@ -4,8 +4,8 @@ output or the source (only the cache folder's records of files already checked, 
 >>> plan = plan_install("llama3.2-pythonic", "path/to/tokenizer", "out")   # doctest: +SKIP
 >>> print(plan.describe())                                                  # doctest: +SKIP
 
-The steps, each a function below: the tokens (control tokens registered, a post-processor BOS the template
-already writes dropped), the pad token, the three JSON files (tokenizer_config, special_tokens_map,
+The steps, each a function below: the tokens (control tokens registered; a post-processor BOS the template
+already writes kept, or dropped when asked), the pad token, the three JSON files (tokenizer_config, special_tokens_map,
 generation_config), and the list of every file of the output with what happens to it.
 """
 
@@ -42,16 +42,15 @@ from ..tokenizer.vocab import (
     TokenChange,
     Vocabulary,
     drop_post_processor_token,
+    post_processor_adds,
     register_control_tokens,
     sync_config_tokens,
     token_content,
     with_content,
 )
-from .plan import FORMATS, FileChange, InstallPlan
+from .pad import choose_pad
+from .plan import FORMATS, BosPlan, FileChange, InstallPlan
 from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family
-
-# Tried in order when a tokenizer has no pad token (after the family's own preferences).
-GENERIC_PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
 
 
 def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
@@ -68,29 +67,6 @@ def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
             hint="install sentencepiece and protobuf, or provide tokenizer.json",
             path=folder.path,
         ) from None
-
-
-def _choose_pad(
-    subject: InstallSubject, config: dict[str, Any], vocab: Vocabulary, eos: str, stops: tuple[str, ...]
-) -> tuple[str | None, list[str]]:
-    current = token_content(config.get("pad_token"))
-    warnings = []
-    if current is not None and vocab.id_of(current) is not None:
-        if current == eos or current in stops:
-            warnings.append(
-                f"pad_token {current} is also a stop token: with labels masked on pad, the model is never "
-                "trained to stop; set a distinct pad token"
-            )
-        return current, warnings
-    unk = token_content(config.get("unk_token")) or vocab.data["model"].get("unk_token")
-    for candidate in (*subject.pad_tokens, *GENERIC_PAD_TOKENS, unk):
-        if candidate and candidate != eos and candidate not in stops and vocab.is_special(candidate):
-            return candidate, warnings
-    warnings.append(
-        f"no pad token distinct from eos was found; pad_token is set to eos {eos}: mask padding by attention "
-        "mask, not by token id"
-    )
-    return eos, warnings
 
 
 def _as_id_list(value: Any) -> list[int]:
@@ -110,6 +86,7 @@ class _Tokens:
     before: Vocabulary
     after: Vocabulary
     bos_dropped: str | None
+    bos_added: bool  # whether tokenizer(text) adds BOS with its defaults, after the install
     warnings: list[str]
 
 
@@ -119,9 +96,10 @@ def _plan_tokens(
     config: dict[str, Any],
     *,
     reuse_reserved: bool,
-    keep_tokenizer_bos: bool,
+    bos_postprocessor: bool,
 ) -> _Tokens:
-    """Register the control tokens; drop a post-processor BOS the template writes itself (edits `config`)."""
+    """Register the control tokens; drop a post-processor BOS the template writes itself when `bos_postprocessor`
+    is false (edits `config`)."""
     origin = str(folder.path / TOKENIZER_JSON)
     tokenizer_json = folder.tokenizer_json if folder.tokenizer_json is not None else _convert_slow(folder)
     before = Vocabulary(tokenizer_json, origin)
@@ -136,15 +114,31 @@ def _plan_tokens(
     )
     bos_dropped = None
     bos = token_content(config.get("bos_token"))
-    if subject.template_writes_bos and not keep_tokenizer_bos and bos:
-        # The template writes {{ bos_token }}; a post-processor adding it too gives a double BOS to everyone who
-        # tokenizes the rendered text with the defaults.
+    if subject.template_writes_bos and not bos_postprocessor and bos:
+        # Asked for: tokenizer(rendered) then gives one BOS, but tokenizer(text) on plain text (eval harnesses,
+        # completions) gives none. Kept by default, and the rendering is tokenized without special tokens instead.
         new_tj, dropped = drop_post_processor_token(new_tj, bos)
         if dropped or config.get("add_bos_token") is True:
             bos_dropped = bos
         if config.get("add_bos_token") is True:
             config["add_bos_token"] = False
-    return _Tokens(new_tj, changes, before, Vocabulary(new_tj, origin), bos_dropped, list(warnings))
+    added = bool(bos) and _adds_bos(new_tj, config, bos or "")
+    return _Tokens(new_tj, changes, before, Vocabulary(new_tj, origin), bos_dropped, added, list(warnings))
+
+
+def _adds_bos(tokenizer_json: dict[str, Any], config: dict[str, Any], bos: str) -> bool:
+    """Whether `tokenizer(text)` adds `bos` with its defaults, as transformers loads the folder: add_bos_token or
+    add_eos_token in the config rebuild the post-processor from add_bos_token; otherwise tokenizer.json's adds it."""
+    if "add_bos_token" in config or "add_eos_token" in config:
+        return config.get("add_bos_token") is True
+    return post_processor_adds(tokenizer_json, bos)
+
+
+def _bos_of(config: dict[str, Any], subject: InstallSubject, tokens: _Tokens) -> BosPlan | None:
+    bos = token_content(config.get("bos_token"))
+    if not bos:
+        return None
+    return BosPlan(bos, subject.template_writes_bos, tokens.bos_added, tokens.bos_dropped is not None)
 
 
 def _plan_config(
@@ -196,8 +190,10 @@ def _plan_generation_config(
     old_eos: str | None,
     stop_ids: tuple[int, ...],
     pad: str | None,
+    pad_asked: bool = False,
 ) -> tuple[dict[str, Any], tuple[int, ...]]:
-    """generation_config.json with the stop ids merged into eos_token_id (created when missing)."""
+    """generation_config.json with the stop ids merged into eos_token_id (created when missing), and pad_token_id
+    set where it has none, or to the pad asked for."""
     gen = copy.deepcopy(folder.generation_config) if folder.generation_config is not None else None
     if gen is None:
         previous_eos_id = vocab.id_of(old_eos) if old_eos else None
@@ -210,7 +206,7 @@ def _plan_generation_config(
         eos_ids = _as_id_list(gen.get("eos_token_id"))
     eos_ids = list(dict.fromkeys([*eos_ids, *stop_ids]))
     gen["eos_token_id"] = eos_ids
-    if pad is not None and "pad_token_id" not in gen:
+    if pad is not None and ("pad_token_id" not in gen or pad_asked):
         gen["pad_token_id"] = vocab.id_of(pad)
     return gen, tuple(eos_ids)
 
@@ -358,6 +354,16 @@ def _eos_token(subject: InstallSubject, config: dict[str, Any], warnings: list[s
     return stop
 
 
+def _growth(before: int, after: int) -> list[str]:
+    """The warning a vocabulary that grows needs: the embeddings must grow with it."""
+    if before == after:
+        return []
+    return [
+        f"the vocabulary grows from {before} to {after} ids: call model.resize_token_embeddings({after}) before "
+        "training, or use --reuse-reserved"
+    ]
+
+
 def _check_format(format: str) -> None:
     if format not in FORMATS:
         raise UsageError(
@@ -403,15 +409,17 @@ def plan_install(
     control_tokens: Iterable[str] | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
-    keep_tokenizer_bos: bool = False,
+    bos_postprocessor: bool = True,
     training: bool = False,
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
+    pad_token: str | None = None,
 ) -> InstallPlan:
     """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
     `tokenizer` into `output` would write; writes nothing there. Their tokens: declared, a bundled family's, or
-    inferred."""
+    inferred. `pad_token`: see `pad.choose_pad`. `bos_postprocessor=False` drops the BOS the post-processor adds
+    where the template writes it (kept by default: `tokenizer(text)` on plain text keeps it; see `plan.BosPlan`)."""
     _check_format(format)
     family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
     output_path = Path(output).absolute()
@@ -420,11 +428,10 @@ def plan_install(
         template or "", folder, {"stop_tokens": stop_tokens, "control_tokens": control_tokens}
     )
     config = copy.deepcopy(folder.tokenizer_config)
-    tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)
+    tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, bos_postprocessor=bos_postprocessor)
     warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)
     warnings += subject.notes
-    pad, pad_warnings = _choose_pad(subject, config, vocab, eos, subject.stop_tokens)
-    warnings += pad_warnings
+    pad = choose_pad(subject, config, vocab, eos, pad_token, warnings)
     stop_ids = tuple(int(i) for t in subject.stop_tokens if (i := vocab.id_of(t)) is not None)
     assert len(stop_ids) == len(subject.stop_tokens)
     old_eos, old_pad = token_content(config.get("eos_token")), token_content(config.get("pad_token"))
@@ -434,17 +441,13 @@ def plan_install(
         named[TRAINING_TEMPLATE_NAME] = training_text
     config = _plan_config(config, tokens, eos, pad, named, format)
     gen_before = tuple(_as_id_list((folder.generation_config or {}).get("eos_token_id")))
-    gen, gen_after = _plan_generation_config(folder, vocab, config, old_eos, stop_ids, pad)
+    gen, gen_after = _plan_generation_config(folder, vocab, config, old_eos, stop_ids, pad, pad_token is not None)
     generation = (folder.generation_config, gen, f"eos_token_id {list(gen_before)} -> {list(gen_after)}")
     jsons = _plan_jsons(folder, tokens, config, generation, eos, pad)
     labels = {"default": subject.label}
     labels |= {name: Path(origin).name for name, origin in subject.origins.items() if name != "default"}
     files = _plan_files(folder, jsons, named, format, labels, subject.written)
-    if tokens.before.size != vocab.size:
-        warnings.append(
-            f"the vocabulary grows from {tokens.before.size} to {vocab.size} ids: call "
-            f"model.resize_token_embeddings({vocab.size}) before training, or use --reuse-reserved"
-        )
+    warnings += _growth(tokens.before.size, vocab.size)
     return InstallPlan(
         family=subject.family,
         variant=subject.variant,
@@ -464,6 +467,7 @@ def plan_install(
         generation_eos_after=gen_after,
         warnings=tuple(warnings),
         bos_dropped_from_post_processor=tokens.bos_dropped,
+        bos=_bos_of(config, subject, tokens),
         force=force,
         staged=tuple(files.staged),
         expected_template=subject.template,

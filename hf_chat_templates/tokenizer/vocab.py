@@ -259,6 +259,22 @@ def sync_config_tokens(
     return config
 
 
+def post_processor_adds(tokenizer_json: dict[str, Any], token: str) -> bool:
+    """Whether the TemplateProcessing post-processor (nested Sequence processors too) adds `token` to a single
+    text: what `tokenizer(text)` does with its defaults."""
+
+    def adds(proc: Any) -> bool:
+        if not isinstance(proc, dict):
+            return False
+        if proc.get("type") == "Sequence":
+            return any(adds(p) for p in proc.get("processors", []))
+        return proc.get("type") == "TemplateProcessing" and any(
+            isinstance(i, dict) and i.get("SpecialToken", {}).get("id") == token for i in proc.get("single", [])
+        )
+
+    return adds(tokenizer_json.get("post_processor"))
+
+
 def drop_post_processor_token(tokenizer_json: dict[str, Any], token: str) -> tuple[dict[str, Any], bool]:
     """A copy of `tokenizer_json` whose TemplateProcessing post-processor no longer adds `token` (the BOS a
     template already writes); and whether anything was dropped. Nested Sequence processors are searched too."""

@@ -26,8 +26,8 @@ CLOCKS = (dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2031, 12, 30, 23, 58, 59
 @dataclass(frozen=True)
 class RecordContext:
     """What a per-record check reads: one dataset record, its rendering, the rendering's ids (encoded once), the
-    decoded text (or the rendering itself where the tokenizer is proven lossless), and the BOS count of
-    `tokenizer(rendering)` with its defaults."""
+    decoded text (or the rendering itself where the tokenizer is proven lossless), and the BOS count of the
+    rendering's own ids."""
 
     record: dict[str, Any]
     text: str

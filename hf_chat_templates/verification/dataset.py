@@ -4,7 +4,8 @@ Records are read as `prepare` reads them (JSONL, JSON, Parquet, a datasets folde
 messages or ShareGPT records: `conversations.records`) and normalized for the template the same way
 (`conversations.normalize`). A line that cannot be read or is not a conversation is reported by its number and
 skipped; the run goes on, and no record aborts it. Per record: `renders`, then the record checks
-of `checks.RECORD_CHECKS`: `no-double-bos` (the rendered string tokenized with the tokenizer's defaults),
+of `checks.RECORD_CHECKS`: `no-double-bos` (the rendering's own ids, as apply_chat_template(tokenize=True) and
+`prepare` give them; the BOS a post-processor adds to tokenizer(text) is the template check's warning),
 `decode-roundtrip` (decoded, or proven by construction where the tokenizer cannot lose text: byte-level BPE always,
 SentencePiece unless the text holds "▁"), `nothing-dropped` (every string content and tool-call name appears in
 the rendering) and `injection` (content that spells a registered control token). Rendering goes through
@@ -146,8 +147,6 @@ class RecordChecker:
         self.template = found
         self.kwargs = {**self.tokenizer.special_tokens_map, **kwargs}
         self.bos_id = self.tokenizer.bos_token_id
-        # What tokenizer(text) adds with its defaults (a BOS from the post-processor), counted once, not re-encoded.
-        self.added_bos = self.tokenizer("", add_special_tokens=True)["input_ids"].count(self.bos_id)
         self.breaker = lossless_unless(self.tokenizer)
         self.limits = RenderLimits.from_env()
         self.controls = tuple(
@@ -200,12 +199,13 @@ class RecordChecker:
         return report, texts
 
     def _bos_count(self, ids: list[int]) -> int:
-        """BOS in `tokenizer(rendered)` with its defaults: the rendering's own plus what the post-processor adds
-        (counted once, not re-encoded)."""
+        """BOS in the rendering's own ids (add_special_tokens=False, as apply_chat_template(tokenize=True) gives
+        them): what the model is trained on. The post-processor's BOS for tokenizer(text) is not counted: that is a
+        calling convention, the same for every record, which the template check `no-double-bos` warns about."""
         if self.bos_id is None:
             return 0
         bos_is_eos = self.bos_id == self.tokenizer.eos_token_id
-        return len(bos_positions(ids, self.bos_id, bos_is_eos=bos_is_eos)) + self.added_bos
+        return len(bos_positions(ids, self.bos_id, bos_is_eos=bos_is_eos))
 
     def _decoded(self, texts: list[str], ids: list[list[int]]) -> list[str]:
         """Decode only what is not proven lossless by construction (see lossless_unless)."""

@@ -40,6 +40,47 @@ def test_install_dry_run_writes_nothing(
     assert not (tmp_path / "out").exists() and snapshot(toy_tokenizer) == before
 
 
+def test_install_bos_postprocessor_kept_or_dropped(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
+    args = ["install", "gigachat3", "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "out"), "--dry-run"]
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and "BOS <s>: the post-processor keeps adding it" in out
+    code, out, _ = run(capsys, *args, "--no-bos-postprocessor", "--json")
+    assert code == 0 and json.loads(out)["bos"] == {
+        "token": "<s>",
+        "template_writes": True,
+        "tokenizer_adds": False,
+        "dropped": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("pad", "message", "fix"),
+    [
+        ("<pad>", "error: --pad-token '<pad>' is not in the vocabulary", "to fix: pass a token the tokenizer has"),
+        ("<|message_sep|>", "error: --pad-token <|message_sep|> is a stop token", "that is not a stop token such as"),
+    ],
+)
+def test_install_pad_token_refused_exits_2(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path, pad: str, message: str, fix: str
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, err = run(
+        capsys, "install", "gigachat3", "--tokenizer", str(toy_tokenizer), "--output", str(out), "--pad-token", pad
+    )
+    assert code == 2 and message in err and fix in err
+    assert "Traceback" not in err and stdout == "" and not out.exists()
+
+
+def test_install_pad_token(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["--tokenizer", str(toy_tokenizer), "--output", str(out), "--pad-token", "<|reserved_special_token_0|>"]
+    code, stdout, err = run(capsys, "install", "gigachat3", *args, "--json")
+    assert code == 0, err
+    assert json.loads(stdout)["pad_token"] == {"before": None, "after": "<|reserved_special_token_0|>"}
+
+
 def test_install_json(capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path) -> None:
     code, out, _ = run(
         capsys,

@@ -298,3 +298,18 @@ def test_a_tokenizer_model_transformers_cannot_build_is_refused_by_name(
     code, _, err = run(capsys, "verify", str(out))
     assert code == 2 and "cannot build a tokenizer from GGUF tokenizer model 'bert'" in err
     assert "gpt2, llama, t5, gemma4" in err and "to fix:" in err
+
+
+def test_cli_install_into_a_gguf_keeps_add_bos_unless_asked(toy: tuple[Path, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    source = write_gguf(toy[1], tmp_path / "bos.gguf", add_bos_token=True).output
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ bos_token }}" + PLAIN_CHATML)
+    args = ["install", "--template", str(template), "--gguf", str(source), "--output"]
+    code, out, err = run(capsys, *args, str(tmp_path / "kept.gguf"))
+    assert code == 0, err
+    assert read_gguf(tmp_path / "kept.gguf").add_bos_token is True
+    assert "BOS <s>: tokenizer.ggml.add_bos_token kept, so a plain-text prompt starts with it" in out
+    code, out, err = run(capsys, *args, str(tmp_path / "dropped.gguf"), "--no-bos-postprocessor")
+    assert code == 0, err
+    assert read_gguf(tmp_path / "dropped.gguf").add_bos_token is False
+    assert "BOS <s>: tokenizer.ggml.add_bos_token set false (--no-bos-postprocessor)" in out

@@ -18,6 +18,7 @@ from hf_chat_templates.errors import (
     UnknownNameError,
     UsageError,
 )
+from hf_chat_templates.installation.plan import BosPlan
 from hf_chat_templates.tokenizer.vocab import register_control_tokens
 
 from ..helpers import snapshot
@@ -197,6 +198,13 @@ def test_a_failing_reload_check_publishes_nothing(toy_tokenizer: Path, tmp_path:
 
 
 def test_pad_equal_to_eos_warns(toy_tokenizer: Path, tmp_path: Path) -> None:
+    _pad_is_eot(toy_tokenizer)
+    plan = plan_install("llama3.2-pythonic", toy_tokenizer, tmp_path / "out")
+    assert any("pad_token <|eot_id|> is also a stop token" in w for w in plan.warnings)
+
+
+def _pad_is_eot(toy_tokenizer: Path) -> None:
+    """The toy tokenizer with <|eot_id|> registered and set as its pad token."""
     config_path = toy_tokenizer / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     config["pad_token"] = "<|eot_id|>"
@@ -204,20 +212,46 @@ def test_pad_equal_to_eos_warns(toy_tokenizer: Path, tmp_path: Path) -> None:
     tj_path = toy_tokenizer / "tokenizer.json"
     tj = json.loads(tj_path.read_text())
     next_id = max([*tj["model"]["vocab"].values(), *(e["id"] for e in tj["added_tokens"])]) + 1
-    tj["added_tokens"].append(
-        {
-            "id": next_id,
-            "content": "<|eot_id|>",
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-    )
+    flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    tj["added_tokens"].append({"id": next_id, "content": "<|eot_id|>", **flags})
     tj_path.write_text(json.dumps(tj))
-    plan = plan_install("llama3.2-pythonic", toy_tokenizer, tmp_path / "out")
-    assert any("pad_token <|eot_id|> is also a stop token" in w for w in plan.warnings)
+
+
+def test_pad_token_replaces_a_pad_that_is_the_stop_token(toy_tokenizer: Path, tmp_path: Path) -> None:
+    _pad_is_eot(toy_tokenizer)
+    (warning,) = [w for w in plan_install("llama3.2-pythonic", toy_tokenizer, tmp_path / "o").warnings if "pad" in w]
+    assert "install keeps the tokenizer's pad: pass --pad-token TOKEN (e.g. --pad-token <unk>)" in warning
+    out = tmp_path / "out"
+    result = install("llama3.2-pythonic", toy_tokenizer, out, pad_token="<|reserved_special_token_2|>")
+    assert result.plan.pad_token == ("<|eot_id|>", "<|reserved_special_token_2|>")
+    assert not [w for w in result.plan.warnings if "pad" in w]
+    tok = _load(out)
+    assert tok.pad_token == "<|reserved_special_token_2|>"
+    gen = json.loads((out / "generation_config.json").read_text())
+    assert gen["pad_token_id"] == tok.pad_token_id
+
+
+@pytest.mark.parametrize(
+    ("pad", "message", "fix"),
+    [
+        ("<pad>", "pad_token '<pad>' is not in the vocabulary (", "pass a token the tokenizer has such as <unk>"),
+        ("<|eot_id|>", "pad_token <|eot_id|> is a stop token (<|eot_id|>)", "not a stop token such as"),
+        ("<|start_header_id|>", "is a control token the template writes", "a token the template does not write"),
+    ],
+)
+def test_pad_token_that_cannot_pad_is_refused(
+    toy_tokenizer: Path, tmp_path: Path, pad: str, message: str, fix: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        plan_install("llama3.2-pythonic", toy_tokenizer, tmp_path / "out", pad_token=pad)
+    assert message in str(caught.value) and fix in (caught.value.hint or "")
+    assert not (tmp_path / "out").exists()
+
+
+def test_pad_token_that_is_text_warns(toy_tokenizer: Path, tmp_path: Path) -> None:
+    plan = plan_install("llama3.2-pythonic", toy_tokenizer, tmp_path / "out", pad_token="a")
+    assert plan.pad_token[1] == "a"
+    assert any("pad_token a is not a special token" in w for w in plan.warnings)
 
 
 # ---- bad input: a clear error, and the source untouched ----
@@ -304,26 +338,71 @@ def test_hub_id_offline_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mon
         plan_install("gigachat3", "some-org/some-model", tmp_path / "out")
 
 
-def test_template_bos_is_not_added_twice(toy_tokenizer: Path, tmp_path: Path) -> None:
-    # gigachat3 writes {{ bos_token }}; the toy tokenizer's post-processor adds <s> too.
+def _bos_counts(folder: Path) -> dict[str, int]:
+    """BOS on each way to tokenize: plain text, a rendering with the defaults, without special tokens, and
+    apply_chat_template(tokenize=True)."""
+    tok = _load(folder)
+    messages = [{"role": "user", "content": "hi"}]
+    rendered = tok.apply_chat_template(messages, tokenize=False)
+    return {
+        "tokenizer(text)": tok("hello")["input_ids"].count(tok.bos_token_id),
+        "tokenizer(rendered)": tok(rendered)["input_ids"].count(tok.bos_token_id),
+        "add_special_tokens=False": tok(rendered, add_special_tokens=False)["input_ids"].count(tok.bos_token_id),
+        "tokenize=True": tok.apply_chat_template(messages, tokenize=True)["input_ids"].count(tok.bos_token_id),
+    }
+
+
+def test_the_post_processor_bos_is_kept_by_default(toy_tokenizer: Path, tmp_path: Path) -> None:
+    # gigachat3 writes {{ bos_token }}; the toy tokenizer's post-processor adds <s> too. Plain text keeps its BOS.
     result = install("gigachat3", toy_tokenizer, tmp_path / "out")
-    assert result.plan.bos_dropped_from_post_processor == "<s>"
-    assert "no longer adds <s>" in result.plan.describe()
-    tok = _load(tmp_path / "out")
-    assert tok("hello")["input_ids"][0] != tok.bos_token_id
-    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=True)["input_ids"]
-    rendered = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
-    assert ids.count(tok.bos_token_id) == 1 == tok(rendered)["input_ids"].count(tok.bos_token_id)
-
-
-def test_keep_tokenizer_bos_keeps_the_post_processor(toy_tokenizer: Path, tmp_path: Path) -> None:
-    result = install("gigachat3", toy_tokenizer, tmp_path / "out", keep_tokenizer_bos=True)
     assert result.plan.bos_dropped_from_post_processor is None
-    tok = _load(tmp_path / "out")
-    assert tok("hello")["input_ids"][0] == tok.bos_token_id
+    assert result.plan.bos == BosPlan("<s>", template_writes=True, tokenizer_adds=True, dropped=False)
+    line = next(line for line in result.plan.describe().splitlines() if "BOS <s>" in line)
+    assert "the post-processor keeps adding it" in line and "--no-bos-postprocessor" in line
+    assert "apply_chat_template(..., tokenize=True) or tokenizer(text, add_special_tokens=False)" in line
+    assert result.plan.to_dict()["bos"] == {
+        "token": "<s>",
+        "template_writes": True,
+        "tokenizer_adds": True,
+        "dropped": False,
+    }
+    assert _bos_counts(tmp_path / "out") == {
+        "tokenizer(text)": 1,
+        "tokenizer(rendered)": 2,  # the calling convention no-double-bos warns about
+        "add_special_tokens=False": 1,
+        "tokenize=True": 1,
+    }
+
+
+def test_no_bos_postprocessor_drops_the_bos_the_template_writes(toy_tokenizer: Path, tmp_path: Path) -> None:
+    result = install("gigachat3", toy_tokenizer, tmp_path / "out", bos_postprocessor=False)
+    assert result.plan.bos_dropped_from_post_processor == "<s>"
+    assert result.plan.bos == BosPlan("<s>", template_writes=True, tokenizer_adds=False, dropped=True)
+    assert "BOS <s>: dropped from the post-processor (--no-bos-postprocessor)" in result.plan.describe()
+    assert "tokenizer(text) on plain text (eval harnesses, completions) gives none" in result.plan.describe()
+    assert _bos_counts(tmp_path / "out") == {
+        "tokenizer(text)": 0,
+        "tokenizer(rendered)": 1,
+        "add_special_tokens=False": 1,
+        "tokenize=True": 1,
+    }
+
+
+def test_no_bos_postprocessor_sets_add_bos_token_false(toy_tokenizer: Path, tmp_path: Path) -> None:
+    config_path = toy_tokenizer / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "add_bos_token": True}))
+    kept = plan_install("gigachat3", toy_tokenizer, tmp_path / "kept")
+    assert kept.bos is not None and kept.bos.tokenizer_adds and not kept.bos.dropped
+    dropped = install("gigachat3", toy_tokenizer, tmp_path / "out", bos_postprocessor=False)
+    assert json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())["add_bos_token"] is False
+    assert dropped.plan.bos is not None and not dropped.plan.bos.tokenizer_adds
+    assert _bos_counts(tmp_path / "out")["tokenizer(text)"] == 0
 
 
 def test_template_without_bos_keeps_the_post_processor(toy_tokenizer: Path, tmp_path: Path) -> None:
-    result = install("gpt-oss", toy_tokenizer, tmp_path / "out")  # Harmony writes no BOS
+    # Harmony writes no BOS: nothing to drop, even when asked
+    result = install("gpt-oss", toy_tokenizer, tmp_path / "out", bos_postprocessor=False)
     assert result.plan.bos_dropped_from_post_processor is None
+    assert "BOS <s>: added by tokenizer(text) (unchanged); the template does not write it" in result.plan.describe()
     assert _load(tmp_path / "out")("hello")["input_ids"][0] == 1

@@ -79,13 +79,44 @@ def test_ids_match_string_fails_when_tokenize_true_differs(good: Path) -> None:
     assert result.detail["token_position"] == 0
 
 
-def test_no_double_bos_fails_when_template_and_tokenizer_both_add_it(tmp_path: Path) -> None:
+def test_no_double_bos_warns_when_template_and_post_processor_both_add_it(tmp_path: Path) -> None:
+    # What install leaves by default: tokenizer(text) keeps its BOS, so a rendering has its calling convention.
     folder = chatml_folder(tmp_path / "tok", add_bos=True)
     ctx = context(folder, "{{- bos_token -}}" + GOOD)
     result = check(ctx, "no-double-bos")
-    assert result.status == "fail"
+    assert result.status == "warn" and result.severity == "warning"
     assert "tokenizer(rendered) with its defaults has 2 BOS <s> (id 1) at token positions [0, 1]" in result.message
-    assert "post-processor" in (result.hint or "")
+    assert "the template writes <s> and the tokenizer's post-processor adds it again" in result.message
+    hint = result.hint or ""
+    assert "apply_chat_template(..., tokenize=True) or tokenizer(text, add_special_tokens=False)" in hint
+    assert "--no-bos-postprocessor --output DIR" in hint
+
+
+def test_no_double_bos_fails_when_the_template_writes_it_twice(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", add_bos=True)
+    result = check(context(folder, "{{- bos_token + bos_token -}}" + GOOD), "no-double-bos")
+    assert result.status == "fail" and result.cause == "template"
+    assert "apply_chat_template(tokenize=True) has 2 BOS <s> (id 1) at token positions [0, 1]" in result.message
+    assert "the template writes it more than once" in result.message
+    assert "write {{ bos_token }} once" in (result.hint or "")
+
+
+def test_no_double_bos_fails_when_the_tokenizer_adds_two(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", add_bos=True)
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    single = tj["post_processor"]["single"]
+    tj["post_processor"]["single"] = [single[0], *single]
+    (folder / "tokenizer.json").write_text(json.dumps(tj))
+    result = check(context(folder), "no-double-bos")
+    assert result.status == "fail" and "though the rendering writes none" in result.message
+    assert "post_processor" in (result.hint or "")
+
+
+def test_no_double_bos_passes_with_one_bos(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", add_bos=True)
+    assert check(context(folder), "no-double-bos").status == "pass"  # the post-processor's, the template none
+    plain = chatml_folder(tmp_path / "plain", add_bos=False)
+    assert check(context(plain, "{{- bos_token -}}" + GOOD), "no-double-bos").status == "pass"
 
 
 def test_decode_roundtrip_fails_with_a_lossy_normalizer(tmp_path: Path) -> None:

@@ -110,39 +110,78 @@ def bos_positions(ids: list[int], bos_id: int, *, bos_is_eos: bool) -> list[int]
     return list(range(run))
 
 
+TOKENIZE_RENDERED = "apply_chat_template(..., tokenize=True) or tokenizer(text, add_special_tokens=False)"
+
+
+def _defaults_finding(
+    ctx: VerifyContext, probe: Probe, text: str, positions: list[int], bos: str, bos_id: int
+) -> Finding:
+    """A second BOS only where a rendering is tokenized with the defaults: the post-processor adds the BOS the
+    template writes. A warning: tokenizer(text) keeps its BOS for plain text, and a rendering has its convention.
+    A tokenizer that adds two BOS to any text is an error."""
+    if bos not in text:
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: tokenizer(rendered) with its defaults has {len(positions)} BOS {bos} (id {bos_id}) "
+            f"at token positions {positions[:4]}, though the rendering writes none: the tokenizer adds BOS twice "
+            "to any text",
+            {"path": "tokenizer(rendered) with its defaults", "token_positions": positions, "token": bos},
+            hint="add BOS once in tokenizer.json's post_processor (TemplateProcessing 'single')",
+        )
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: tokenizer(rendered) with its defaults has {len(positions)} BOS {bos} (id {bos_id}) at "
+        f"token positions {positions[:4]}: the template writes {bos} and the tokenizer's post-processor adds it "
+        f"again; apply_chat_template(tokenize=True) gives one",
+        {"path": "tokenizer(rendered) with its defaults", "token_positions": positions, "token": bos},
+        severity="warning",
+        hint=f"tokenize a rendering with {TOKENIZE_RENDERED}, never tokenizer(text) with its defaults (its BOS is "
+        f"for plain text: eval harnesses, completions); to drop the post-processor's BOS instead, "
+        f"{ctx.install_command('--no-bos-postprocessor')} (plain text then gets none)",
+    )
+
+
+def _tokenize_true_finding(
+    probe: Probe, text: str, positions: list[int], bos: str, bos_id: int, bos_is_eos: bool
+) -> Finding:
+    """Two BOS in the ids a model is trained on and served: an error, the template's when it writes them."""
+    twice = text.startswith(bos * 2) if bos_is_eos else text.count(bos) > 1
+    where = "the template writes it more than once" if twice else "apply_chat_template adds one the template writes"
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: apply_chat_template(tokenize=True) has {len(positions)} BOS {bos} (id {bos_id}) at "
+        f"token positions {positions[:4]}: {where}",
+        {"path": "apply_chat_template(tokenize=True)", "token_positions": positions, "token": bos},
+        hint="write {{ bos_token }} once, at the start of the template"
+        if twice
+        else "tokenize with add_special_tokens=False: check the tokenizer's post-processor and transformers version",
+        cause="template" if twice else "tokenizer config",
+    )
+
+
 def no_double_bos(ctx: VerifyContext) -> CheckResult:
     bos = ctx.tokenizer.bos_token
     if bos is None:
         return CheckResult("no-double-bos", "skip", "the tokenizer has no BOS token")
     bos_id = ctx.tokenizer.bos_token_id
     bos_is_eos = bos_id == ctx.tokenizer.eos_token_id
-    findings = []
+    findings: list[Finding] = []
     for probe, text in _rendered_probes(ctx):
-        paths = {
-            "apply_chat_template(tokenize=True)": ctx.probe_token_ids(probe),
-            "tokenizer(rendered) with its defaults": list(ctx.tokenizer(text)["input_ids"]),
-        }
-        for path, ids in paths.items():
-            positions = bos_positions(ids, bos_id, bos_is_eos=bos_is_eos)
-            if len(positions) > 1:
-                findings.append(
-                    Finding(
-                        probe.id,
-                        f"probe {probe.id}: {path} has {len(positions)} BOS {bos} (id "
-                        f"{bos_id}) at token positions {positions[:4]}",
-                        {"path": path, "token_positions": positions, "token": bos},
-                    )
-                )
-        if findings:
+        # The ids a model is trained on and served: two BOS there is an error, whoever tokenizes them.
+        positions = bos_positions(ctx.probe_token_ids(probe), bos_id, bos_is_eos=bos_is_eos)
+        if len(positions) > 1:
+            findings.append(_tokenize_true_finding(probe, text, positions, bos, bos_id, bos_is_eos))
             break  # one probe shows it; every probe would repeat it
-    writes = "bos_token" in ctx.template
-    hint = (
-        "the template writes {{ bos_token }} and the tokenizer's post-processor adds it again: tokenize "
-        "rendered text with add_special_tokens=False, or drop the BOS from the post-processor"
-        if writes
-        else "the tokenizer adds BOS twice; check its post-processor"
+        if not findings:  # the defaults' double BOS is the tokenizer's, the same on every probe: named once
+            defaults = bos_positions(list(ctx.tokenizer(text)["input_ids"]), bos_id, bos_is_eos=bos_is_eos)
+            if len(defaults) > 1:
+                findings.append(_defaults_finding(ctx, probe, text, defaults, bos, bos_id))
+    return verdict(
+        "no-double-bos",
+        findings,
+        f"at most one {bos} on both tokenization paths",
+        f"tokenize a rendering with {TOKENIZE_RENDERED}",
     )
-    return verdict("no-double-bos", findings, f"at most one {bos} on both tokenization paths", hint)
 
 
 def decode_roundtrip(ctx: VerifyContext) -> CheckResult:
@@ -306,7 +345,9 @@ def injection(ctx: VerifyContext) -> CheckResult:
 
 
 def no_double_bos_record(rc: RecordContext) -> str | None:
-    return f"tokenizer(rendered) with its defaults has {rc.bos_count} BOS" if rc.bos_count > 1 else None
+    if rc.bos_count <= 1:
+        return None
+    return f"the rendering's ids (apply_chat_template(tokenize=True)) have {rc.bos_count} BOS"
 
 
 def decode_roundtrip_record(rc: RecordContext) -> str | None:
