@@ -85,7 +85,7 @@ def _refuse(params: dict[str, Any]) -> None:
         )
 
 
-def _verify_folder(folder: Path, params: dict[str, Any]) -> tuple[Any, Any]:
+def _verify_folder(folder: Path, params: dict[str, Any], gguf: Path) -> tuple[Any, Any]:
     from ..conversations.records import parse_kwargs
     from ..verification.runner import verify_with_context
 
@@ -102,6 +102,7 @@ def _verify_folder(folder: Path, params: dict[str, Any]) -> tuple[Any, Any]:
         control_tokens=params.get("control_tokens") or None,
         training=params.get("training", False),
         sanitize=params.get("sanitize", False),
+        gguf=gguf,
         **extra,
     )
 
@@ -118,7 +119,7 @@ def verify_gguf(params: dict[str, Any]) -> None:
     notes = []
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
         folder = gguf_tokenizer_folder(gguf, Path(tmp) / "tokenizer")
-        report, ctx = _verify_folder(folder, params)
+        report, ctx = _verify_folder(folder, params, gguf.path)
         report = replace(report, source=str(gguf.path), tokenizer=str(gguf.path))
         if len(ctx.tokenizer) != len(gguf.tokens):
             extra = [ctx.tokenizer.convert_ids_to_tokens(i) for i in range(len(gguf.tokens), len(ctx.tokenizer))]
@@ -177,8 +178,6 @@ def install_gguf(params: dict[str, Any]) -> None:
         raise UsageError(f"{', '.join(ignored)} cannot be used with --gguf", hint="drop " + ", ".join(ignored))
     if params.get("fmt", "both") != "both":
         raise UsageError("--format is for a tokenizer folder; a GGUF file has one template key", hint="drop --format")
-    if not params.get("family") and not params.get("templates"):
-        raise UsageError("missing FAMILY (or --template FILE)", hint="hf-chat-templates list")
     plan = plan_gguf_install(
         get_family(params["family"]) if params.get("family") else None,
         params["gguf_in"],

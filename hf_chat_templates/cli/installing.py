@@ -54,7 +54,8 @@ from .gguf_files import install_gguf
     type=click.Path(path_type=Path),
     default=None,
     help="Install into this GGUF file instead of a folder: --output is the new .gguf file, the input is not "
-    "changed (its vocabulary cannot grow: new control tokens need --reuse-reserved).",
+    "changed (its vocabulary cannot grow: new control tokens need --reuse-reserved). Without FAMILY or "
+    "--template: the file's own template again, with --stop-token or --pad-token.",
 )
 @force_option
 @hub_options("--tokenizer")

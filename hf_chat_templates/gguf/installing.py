@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import UsageError, option
 from ..installation.plan import BosPlan
 from ..installation.planner import plan_install
+from ..tokenizer.folder import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE
 from .loading import gguf_tokenizer_folder
 from .reading import read_layout, tokenizer_from_layout
 from .writing import GgufValue, GgufWriteResult, metadata_changes, write_gguf
@@ -87,11 +88,15 @@ def plan_gguf_install(
 ) -> GgufInstallPlan:
     """What installing `family` (or `template=` files; `options` are `plan_install`'s: variant, template,
     stop_tokens, control_tokens, reuse_reserved, pad_token, bos_postprocessor) into the GGUF file `gguf` as the
-    new file `output` would change."""
+    new file `output` would change. Neither a family nor `template`: the file's own template, installed again
+    (with the stop tokens or pad token declared)."""
     layout = read_layout(gguf)
     source = tokenizer_from_layout(layout)
+    own = family is None and options.get("template") is None
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
         folder = gguf_tokenizer_folder(source, Path(tmp) / "tokenizer")
+        if own:  # the file's own template, installed again with what is declared (--stop-token, --pad-token)
+            options["template"] = _own_templates(folder, layout.path)
         plan = plan_install(family, folder, Path(tmp) / "out", **options)
     size = len(source.tokens)
     if too_far := [c for c in plan.tokens if c.id >= size]:
@@ -127,7 +132,7 @@ def plan_gguf_install(
         "add_bos_token": False if plan.bos_dropped_from_post_processor else None,
     }
     return GgufInstallPlan(
-        subject=plan.subject,
+        subject=f"the template of {layout.path.name}" if own else plan.subject,
         source=layout.path,
         output=Path(output).absolute(),
         template_sha256=plan.template_sha256,
@@ -156,6 +161,20 @@ def _bos_line(bos: BosPlan | None) -> str | None:
             "rendering is to be tokenized without adding BOS (--no-bos-postprocessor sets the key false instead)"
         )
     return f"BOS {t}: {key} unchanged; the template " + ("writes it" if bos.template_writes else "does not write it")
+
+
+def _own_templates(folder: Path, gguf: Path) -> dict[str, Path]:
+    """The GGUF's own templates, as the folder saved from it holds them: the default and the named ones."""
+    files = {"default": folder / CHAT_TEMPLATE_FILE} if (folder / CHAT_TEMPLATE_FILE).is_file() else {}
+    files |= {path.stem: path for path in sorted((folder / CHAT_TEMPLATE_DIR).glob("*.jinja"))}
+    if "default" not in files:
+        raise UsageError(
+            f"{gguf}: has no tokenizer.chat_template to install again",
+            hint=f"name a family, or pass {option('template')} FILE",
+            path=gguf,
+            parameter="template",
+        )
+    return files
 
 
 def _stop_ids(stops: tuple[int, ...], listed: tuple[int, ...]) -> tuple[dict[str, int], list[int]]:

@@ -4,9 +4,12 @@ and shared (each probe is rendered once, tokenized once, its message boundaries 
 from __future__ import annotations
 
 import datetime as dt
+import re
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from ..conversations.probes import CAPABILITIES, Probe, Sentinel, id_format_for
@@ -16,9 +19,17 @@ from ..families.tokens import TemplateTokens, inferred_control_tokens, template_
 from ..template.engines.registry import engine_names
 from ..template.rendering import Rendered, Renderer
 from ..template.spans import TurnSpans, assistant_spans
-from ..tokenizer.folder import TokenizerFolder
+from ..tokenizer.folder import GENERATION_CONFIG, TokenizerFolder
 from .results import Finding, around, first_difference, visible
 
+# `install --gguf` refuses these options: a fix for a GGUF file leaves them out.
+GGUF_REFUSED = ("--format", "--training")
+# Where a GGUF file keeps what a folder's generation_config.json says.
+GGUF_KEYS = {
+    "eos_token_id": "the GGUF's stop ids (tokenizer.ggml.eos_token_id, eot_token_id, eom_token_id)",
+    "bos_token_id": "tokenizer.ggml.bos_token_id",
+    "pad_token_id": "tokenizer.ggml.padding_token_id",
+}
 # Two moments far apart: a rendering that differs between them reads the clock.
 CLOCKS = (dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2031, 12, 30, 23, 58, 59))
 
@@ -84,6 +95,7 @@ class VerifyContext:
         sanitize: bool = False,
         engines: Iterable[str] | str | None = None,
         data_fields: dict[str, int] | None = None,
+        gguf: Path | None = None,
     ) -> None:
         """`stop_tokens` and `control_tokens` are the caller's declarations: declared stops replace the family's or
         inferred ones; declared control tokens come first, before the family's and the inferred ones.
@@ -94,7 +106,7 @@ class VerifyContext:
         `engines`: the engine profiles `engine-parity` compares with transformers (default: every one; an unknown
         name raises UsageError). `data_fields`: what the data to train on carries (records per field: system,
         tools, tool_calls, tool_results, reasoning), when known: a field the template never reads and the data never
-        has loses nothing."""
+        has loses nothing. `gguf`: the GGUF file the folder was saved from (`verify FILE.gguf`): fixes name it."""
         self.tokenizer = tokenizer
         self.declared_stops = tuple(stop_tokens) if stop_tokens is not None else None
         self.declared_controls = tuple(control_tokens or ())
@@ -108,6 +120,7 @@ class VerifyContext:
         self.sanitize = sanitize
         self.engines = engine_names(engines)
         self.data_fields = data_fields
+        self.gguf = gguf
         self.id_format = id_format_for(template + (tool_template or ""))
         self.probes = tuple(probes if probes is not None else build_probes(self.id_format))
         # engine-parity's renderings begun before the checks run (`checks.engines.begin`), by profile name
@@ -223,14 +236,28 @@ class VerifyContext:
 
     def install_command(self, options: str = "") -> str:
         """The install command that fixes this folder: the family's for a bundled template, else the template
-        file's, with `options` (`--training`, `--format both`) before the output."""
-        source = str(self.folder.path) if self.folder is not None else "SRC"
+        file's, with `options` (`--training`, `--format both`, `--stop-token TOKEN`) before the output. For a GGUF
+        file, the install into a new GGUF file (its own template when that is the one verified; the options a GGUF
+        install refuses left out)."""
         what = (
             f"{self.variant.family} --variant {self.variant.name}"
             if self.variant is not None
             else "--template TEMPLATE.jinja"
         )
+        if self.gguf is not None:
+            own = self.variant is None and self.folder is not None and self.template == self.folder.chat_template_file
+            kept = [o for o in re.split(r" (?=--)", options) if o and not o.startswith(GGUF_REFUSED)]
+            parts = ["hf-chat-templates install", *([] if own else [what]), "--gguf", shlex.quote(str(self.gguf))]
+            return " ".join([*parts, *kept, "--output FIXED.gguf"])
+        source = str(self.folder.path) if self.folder is not None else "SRC"
         return f"hf-chat-templates install {what} --tokenizer {source}{' ' + options if options else ''} --output DIR"
+
+    def generation_key(self, key: str) -> str:
+        """Where a generation setting (eos_token_id, bos_token_id, pad_token_id) is read from, in words: the
+        folder's generation_config.json, or a GGUF file's metadata."""
+        if self.gguf is None:
+            return f"{GENERATION_CONFIG} {key}"
+        return GGUF_KEYS.get(key, f"the GGUF's {key}")
 
     def missing_turn_end(self) -> str | None:
         """Why a turn's end cannot be trained, or None: no stop token is known, or no token ends a turn (the

@@ -210,10 +210,12 @@ def load_context(
     engines: Iterable[str] | str | None = None,
     data_fields: dict[str, int] | None = None,
     prestart_for: Iterable[str] = (),
+    gguf: Path | None = None,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
     `data_fields`: records per field of the data to train on, when known (`verify --conversations`).
-    `prestart_for`: the checks to be run whose processes of their own begin now, before the tokenizer loads."""
+    `prestart_for`: the checks to be run whose processes of their own begin now, before the tokenizer loads.
+    `gguf`: the GGUF file `source` was saved from, which the fixes then name."""
     engine_names(engines)  # an unknown engine name fails before the tokenizer loads
     choice = choose_template(
         source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
@@ -243,6 +245,7 @@ def load_context(
         sanitize=sanitize,
         engines=engines,
         data_fields=data_fields,
+        gguf=gguf,
     )
     return ctx, choice.family, choice.variant, choice.path
 

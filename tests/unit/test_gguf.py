@@ -313,3 +313,41 @@ def test_cli_install_into_a_gguf_keeps_add_bos_unless_asked(toy: tuple[Path, Pat
     assert code == 0, err
     assert read_gguf(tmp_path / "dropped.gguf").add_bos_token is False
     assert "BOS <s>: tokenizer.ggml.add_bos_token set false (--no-bos-postprocessor)" in out
+
+
+def test_cli_a_gguf_stop_fix_names_install_gguf_and_works(toy: tuple[Path, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # eos and eot both </s>: the template's <|im_end|> is no stop id of the file
+    bad = write_gguf(toy[1], tmp_path / "bad.gguf", chat_template=PLAIN_CHATML, token_ids={"eos": 2, "eot": 2}).output
+    only = ["--only", "stop-token-registered,generation-config-consistent", "--json"]
+    code, out, _ = run(capsys, "verify", str(bad), *only)
+    assert code == 1
+    result = next(c for c in json.loads(out)["checks"] if c["id"] == "stop-token-registered")
+    assert (
+        "is neither in the GGUF's stop ids (tokenizer.ggml.eos_token_id, eot_token_id, eom_token_id) [2]"
+        in (result["message"])
+    )
+    fix = f"hf-chat-templates install --gguf {bad} --stop-token '<|im_end|>' --output FIXED.gguf"
+    assert result["hint"].startswith(fix)
+    assert "generation_config" not in result["message"] + result["hint"] and "hfct-gguf-" not in result["hint"]
+    consistent = next(c for c in json.loads(out)["checks"] if c["id"] == "generation-config-consistent")
+    assert consistent["message"] == "the GGUF's bos, eos and stop ids agree with the tokenizer"
+    fixed = tmp_path / "fixed.gguf"
+    code, _, err = run(capsys, "install", "--gguf", str(bad), "--stop-token", "<|im_end|>", "--output", str(fixed))
+    assert code == 0, err
+    assert read_gguf(fixed).chat_template == PLAIN_CHATML
+    code, out, err = run(capsys, "verify", str(fixed), *only)
+    assert code == 0, out + err
+
+
+def test_install_gguf_own_template_needs_one(toy: tuple[Path, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from hf_chat_templates.gguf.writing import GgufValue, encode_entry
+
+    layout = read_layout(toy[1])
+    raw = toy[1].read_bytes()
+    entry = next(e for e in layout.entries if e.key == "tokenizer.chat_template")
+    bare = tmp_path / "bare.gguf"
+    bare.write_bytes(
+        raw[: entry.start] + encode_entry("<", "general.comment", GgufValue(8, None, "x")) + raw[entry.end :]
+    )
+    code, _, err = run(capsys, "install", "--gguf", str(bare), "--output", str(tmp_path / "o.gguf"))
+    assert code == 2 and "has no tokenizer.chat_template to install again" in err and "--template FILE" in err

@@ -173,6 +173,8 @@ def test_stop_token_registered_fails_when_generation_config_lacks_it(tmp_path: P
     result = check(context(folder), "stop-token-registered")
     assert result.status == "fail"
     assert "stop token <|im_end|>" in result.message and "generation_config.json eos_token_id [2]" in result.message
+    fix = f"install --template TEMPLATE.jinja --tokenizer {folder} --stop-token '<|im_end|>' --output DIR"
+    assert fix in (result.hint or "") and "into generation_config.json eos_token_id" in (result.hint or "")
 
 
 def test_stop_token_registered_fails_when_pad_is_the_stop_token(tmp_path: Path) -> None:
@@ -182,6 +184,9 @@ def test_stop_token_registered_fails_when_pad_is_the_stop_token(tmp_path: Path) 
     (folder / "tokenizer_config.json").write_bytes(dump_json(config))
     result = check(context(folder), "stop-token-registered")
     assert result.status == "fail" and "pad token is the stop token <|im_end|>" in result.message
+    # install keeps a pad the tokenizer has: the fix is the option that replaces it, with a token that can pad
+    assert f"--tokenizer {folder} --pad-token '<unk>' --output DIR sets a pad token" in (result.hint or "")
+    assert "without --pad-token, install keeps the tokenizer's pad" in (result.hint or "")
 
 
 def test_deterministic_fails_on_the_clock_and_names_the_kwarg(good: Path) -> None:

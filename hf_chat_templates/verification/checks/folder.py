@@ -146,7 +146,7 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
         findings.append(
             Finding(
                 None,
-                f"{GENERATION_CONFIG} eos_token_id {eos_ids} lacks the tokenizer's eos_token "
+                f"{ctx.generation_key('eos_token_id')} {eos_ids} lacks the tokenizer's eos_token "
                 f"{tok.eos_token} (id {tok.eos_token_id})",
                 {"key": "eos_token_id"},
             )
@@ -158,7 +158,7 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
             name = token_content(folder.tokenizer_config.get(key.replace("_id", "")))
             findings.append(
                 Finding(
-                    None, f"{GENERATION_CONFIG} {key} is {value} but the tokenizer's is {ours} ({name})", {"key": key}
+                    None, f"{ctx.generation_key(key)} is {value} but the tokenizer's is {ours} ({name})", {"key": key}
                 )
             )
     for key in ("eos_token_id", "bos_token_id", "pad_token_id", "decoder_start_token_id"):
@@ -167,13 +167,14 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
                 findings.append(
                     Finding(
                         None,
-                        f"{GENERATION_CONFIG} {key} {value} is outside the vocabulary (0..{size - 1})",
+                        f"{ctx.generation_key(key)} {value} is outside the vocabulary (0..{size - 1})",
                         {"key": key},
                     )
                 )
+    where = "the GGUF's bos, eos and stop ids agree" if ctx.gguf is not None else f"{GENERATION_CONFIG} agrees"
     return verdict(
         "generation-config-consistent",
         findings,
-        f"{GENERATION_CONFIG} agrees with the tokenizer",
+        f"{where} with the tokenizer",
         f"{ctx.install_command()} merges the stop ids and keeps bos/pad in step",
     )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 
 from ...conversations.probes import Probe, injection_probe
+from ...tokenizer.folder import GENERATION_CONFIG
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult, Finding, around, first_difference, verdict
 
@@ -233,6 +235,54 @@ def boundary_merge(ctx: VerifyContext) -> CheckResult:
     )
 
 
+def _pad_example(ctx: VerifyContext) -> str:
+    """A special token of the tokenizer that can pad (not a stop token), for a fix to name; TOKEN when none."""
+    from ...installation.pad import GENERIC_PAD_TOKENS
+
+    stops = {*ctx.stop_tokens, ctx.tokenizer.eos_token}
+    for token in (*GENERIC_PAD_TOKENS, ctx.tokenizer.unk_token):
+        added = ctx.added_tokens.get(token) if token else None
+        if added is not None and added.special and token not in stops:
+            return shlex.quote(token)
+    return "TOKEN"
+
+
+def _stop_findings(ctx: VerifyContext, stop: str, sid: int, eos_ids: list[int], gen: dict | None) -> list[Finding]:
+    """The stop token `stop` (id `sid`): where generation reads its stop ids must hold it, and pad must not be it."""
+    findings = []
+    declare = f"--stop-token {shlex.quote(stop)}" if ctx.variant is None else ""
+    if sid not in eos_ids and stop != ctx.tokenizer.eos_token:
+        where = f"{ctx.generation_key('eos_token_id')} {eos_ids}" if gen is not None else f"no {GENERATION_CONFIG}"
+        fix = (
+            f"{ctx.install_command(declare)} writes {sid} as the GGUF's eos (or eot) id"
+            if ctx.gguf is not None
+            else f"{ctx.install_command(declare)} merges {sid} into {GENERATION_CONFIG} eos_token_id"
+        )
+        findings.append(
+            Finding(
+                None,
+                f"stop token {stop} (id {sid}) is neither in {where} nor the tokenizer's "
+                f"eos_token {ctx.tokenizer.eos_token}: generation will not stop there",
+                {"token": stop, "id": sid},
+                hint=fix,
+            )
+        )
+    pad_ids = {ctx.tokenizer.pad_token_id} | ({gen.get("pad_token_id")} if gen else set())
+    if sid in pad_ids:
+        where = f" ({ctx.generation_key('pad_token_id')})" if ctx.gguf is not None else ""
+        findings.append(
+            Finding(
+                None,
+                f"pad token{where} is the stop token {stop} (id {sid}): masking padding by id "
+                "masks the stop token, and the model never learns to stop",
+                {"token": stop, "id": sid},
+                hint=f"{ctx.install_command(f'--pad-token {_pad_example(ctx)}')} sets a pad token that is not a "
+                "stop token (without --pad-token, install keeps the tokenizer's pad)",
+            )
+        )
+    return findings
+
+
 def stop_token_registered(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
         return CheckResult(
@@ -245,38 +295,19 @@ def stop_token_registered(ctx: VerifyContext) -> CheckResult:
     gen = ctx.folder.generation_config if ctx.folder is not None else None
     eos_ids = gen.get("eos_token_id") if gen else None
     eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
-    pad_ids = {ctx.tokenizer.pad_token_id} | ({gen.get("pad_token_id")} if gen else set())
     findings = []
     for stop in ctx.stop_tokens:
         sid = ctx.token_id(stop)
         if sid is None:
             findings.append(Finding(None, f"stop token {stop} is not one id", {"token": stop}))
             continue
-        if sid not in eos_ids and stop != ctx.tokenizer.eos_token:
-            where = f"generation_config.json eos_token_id {eos_ids}" if gen is not None else "no generation_config.json"
-            findings.append(
-                Finding(
-                    None,
-                    f"stop token {stop} (id {sid}) is neither in {where} nor the tokenizer's "
-                    f"eos_token {ctx.tokenizer.eos_token}: generation will not stop there",
-                    {"token": stop, "id": sid},
-                )
-            )
-        if sid in pad_ids:
-            findings.append(
-                Finding(
-                    None,
-                    f"pad token is the stop token {stop} (id {sid}): masking padding by id "
-                    "masks the stop token, and the model never learns to stop",
-                    {"token": stop, "id": sid},
-                )
-            )
+        findings += _stop_findings(ctx, stop, sid, eos_ids, gen)
     return verdict(
         "stop-token-registered",
         findings,
         f"stop tokens {' '.join(ctx.stop_tokens)} are eos ids and not pad",
-        f"{ctx.install_command()} sets generation_config eos_token_id and a distinct pad token "
-        "(--stop-token TOKEN declares the stop)",
+        f"{ctx.install_command()} merges the stop ids into {ctx.generation_key('eos_token_id')} "
+        "(--stop-token TOKEN declares the stop; --pad-token TOKEN sets a pad that is not one)",
     )
 
 
