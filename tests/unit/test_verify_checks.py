@@ -127,6 +127,60 @@ def test_decode_roundtrip_fails_with_a_lossy_normalizer(tmp_path: Path) -> None:
     assert "(message 0)" in result.message and "⟨here⟩" in result.message
 
 
+def _with_flag(folder: Path, token: str, flag: str) -> Path:
+    """`folder` with `flag` (lstrip or rstrip) set on the added token `token`, in tokenizer.json and in the
+    added_tokens_decoder of tokenizer_config.json (written as a copy of tokenizer.json's, as Hub folders have it)."""
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    entry = next(e for e in tj["added_tokens"] if e["content"] == token)
+    entry[flag] = True
+    (folder / "tokenizer.json").write_bytes(dump_json(tj))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"] = {
+        str(e["id"]): {k: v for k, v in e.items() if k != "id"} for e in tj["added_tokens"]
+    }
+    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
+    return folder
+
+
+def test_decode_roundtrip_names_a_token_whose_rstrip_eats_the_newline(tmp_path: Path) -> None:
+    folder = _with_flag(chatml_folder(tmp_path / "tok"), "<|im_end|>", "rstrip")
+    result = check(context(folder), "decode-roundtrip")
+    assert result.status == "fail" and result.cause == "tokenizer config"
+    token_id = result.detail["id"]
+    assert f"<|im_end|> (id {token_id}) is registered with rstrip=True, so encoding eats the whitespace after it" in (
+        result.message
+    )
+    assert "normalizer" not in result.message + (result.hint or "")
+    hint = result.hint or ""
+    assert f'set "rstrip": false in tokenizer_config.json added_tokens_decoder["{token_id}"] (<|im_end|>)' in hint
+    assert "registers it with lstrip and rstrip false" in hint  # a control token of the template: install fixes it
+
+
+def test_decode_roundtrip_names_a_token_whose_lstrip_eats_the_newline(tmp_path: Path) -> None:
+    folder = _with_flag(chatml_folder(tmp_path / "tok"), "<|im_start|>", "lstrip")
+    result = check(context(folder), "decode-roundtrip")
+    assert result.status == "fail" and "<|im_start|> (id " in result.message
+    assert "is registered with lstrip=True, so encoding eats the whitespace before it" in result.message
+    assert '"lstrip": false in tokenizer_config.json added_tokens_decoder[' in (result.hint or "")
+
+
+def test_decode_roundtrip_strip_fix_names_tokenizer_json_when_the_config_has_no_decoder(tmp_path: Path) -> None:
+    folder = _with_flag(chatml_folder(tmp_path / "tok"), "<|im_end|>", "rstrip")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("added_tokens_decoder", None)
+    (folder / "tokenizer_config.json").write_bytes(dump_json(config))
+    result = check(context(folder), "decode-roundtrip")
+    assert f'set "rstrip": false in the entry of <|im_end|> (id {result.detail["id"]}) in tokenizer.json' in (
+        result.hint or ""
+    )
+
+
+def test_decode_roundtrip_still_blames_a_lossy_normalizer(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok", normalizer={"type": "Lowercase"})
+    result = check(context(folder), "decode-roundtrip")
+    assert "registered with" not in result.message and "normalizer" in (result.hint or "")
+
+
 def test_nothing_dropped_fails_when_the_second_parallel_call_is_dropped(good: Path) -> None:
     broken = GOOD.replace("{%- for c in m.tool_calls or [] -%}", "{%- for c in (m.tool_calls or [])[:1] -%}")
     result = check(context(good, broken), "nothing-dropped")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ...conversations.probes import Probe, injection_probe
 from ...tokenizer.folder import GENERATION_CONFIG
 from ..context import RecordContext, VerifyContext
-from ..results import CheckResult, Finding, around, first_difference, verdict
+from ..results import CheckResult, Finding, around, first_difference, verdict, visible
 
 
 def _rendered_probes(ctx: VerifyContext) -> Iterator[tuple[Probe, str]]:
@@ -186,15 +186,57 @@ def no_double_bos(ctx: VerifyContext) -> CheckResult:
     )
 
 
+def _stripping_token(ctx: VerifyContext, text: str, pos: int) -> tuple[str, str] | None:
+    """The added token whose `rstrip` (or `lstrip`) flag ate the whitespace at `pos` of `text` on encoding: the
+    token ends right before it (or starts right after the run of whitespace it begins). (token, flag) or None."""
+    if pos >= len(text) or not text[pos].isspace():
+        return None
+    after = text[pos:].lstrip()
+    for token, added in ctx.added_tokens.items():
+        if added.rstrip and text.endswith(token, 0, pos):
+            return token, "rstrip"
+        if added.lstrip and after.startswith(token):
+            return token, "lstrip"
+    return None
+
+
+def _stripped_finding(ctx: VerifyContext, finding: Finding, text: str, token: str, flag: str) -> Finding:
+    """The decode difference explained by the token's flag, with the entry to change."""
+    pos = finding.detail["char_position"]
+    token_id = ctx.token_id(token)
+    side = "after" if flag == "rstrip" else "before"
+    reinstall = (
+        f", or reinstall ({ctx.install_command()}), which registers it with lstrip and rstrip false"
+        if token in ctx.control_tokens
+        else ""
+    )
+    finding.text += (
+        f": {token} (id {token_id}) is registered with {flag}=True, so encoding eats the whitespace {side} it "
+        f"('{visible(text[pos])}' at char {pos}): the model never sees it, and decoding cannot give it back"
+    )
+    finding.detail |= {"token": token, "flag": flag, "id": token_id}
+    in_config = ctx.folder is not None and "added_tokens_decoder" in ctx.folder.tokenizer_config
+    finding.hint = (
+        f'set "{flag}": false in tokenizer_config.json added_tokens_decoder["{token_id}"] ({token}), and in the '
+        f"same entry of tokenizer.json added_tokens (added-tokens-agree compares them){reinstall}"
+        if in_config
+        else f'set "{flag}": false in the entry of {token} (id {token_id}) in tokenizer.json added_tokens{reinstall}'
+    )
+    finding.cause = "tokenizer config"
+    return finding
+
+
 def decode_roundtrip(ctx: VerifyContext) -> CheckResult:
     findings = []
     for probe, text in _rendered_probes(ctx):
         ids = ctx.renderer.encode(text)
         decoded = ctx.tokenizer.decode(ids)
         if decoded != text:
-            findings.append(
-                ctx.text_difference(probe, "decoding the ids changes the text", ("rendered", "decoded"), text, decoded)
+            finding = ctx.text_difference(
+                probe, "decoding the ids changes the text", ("rendered", "decoded"), text, decoded
             )
+            stripping = _stripping_token(ctx, text, finding.detail["char_position"])
+            findings.append(_stripped_finding(ctx, finding, text, *stripping) if stripping else finding)
     return verdict(
         "decode-roundtrip",
         findings,
