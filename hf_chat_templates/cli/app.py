@@ -27,6 +27,18 @@ def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
+def refuse_verbose_json(verbose: bool, as_json: bool) -> None:
+    """`verify -v` lists every finding in the text output; with --json it would be ignored, so it is refused."""
+    from ..errors import UsageError
+
+    if verbose and as_json:
+        raise UsageError(
+            "--verbose is for the text output; --json carries each check's first five findings in "
+            "detail.examples and would ignore it",
+            hint="drop --verbose, or --json",
+        )
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")(func)
 

@@ -17,6 +17,7 @@ from .app import (
     hub_options,
     input_options,
     json_option,
+    refuse_verbose_json,
     template_options,
     write_html,
 )
@@ -39,6 +40,7 @@ NOT_WITH_ALL = {
     "workers": "--workers",
     "sarif_out": "--sarif",
     "baseline": "--baseline",
+    "verbose": "--verbose",
 }
 
 
@@ -109,6 +111,12 @@ NOT_WITH_ALL = {
     default=None,
     help='Accepted template-safety findings: JSON {"accepted": [{"rule", "fingerprint" or "line", "reason"}]}.',
 )
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Text output: every finding of each check, each with its own fix (default: the first, and how many more).",
+)
 @json_option
 @families_option
 def verify_command(
@@ -132,6 +140,7 @@ def verify_command(
     html_out: Path | None,
     sarif_out: Path | None,
     baseline: Path | None,
+    verbose: bool,
     as_json: bool,
     **reading: Any,
 ) -> None:
@@ -145,6 +154,7 @@ def verify_command(
         _refuse_ignored_with_all({flag: given[name] for name, flag in NOT_WITH_ALL.items()})
         _verify_all(checks, html_out, as_json, engines)
     source = _given_source(source, workers, conversations)
+    refuse_verbose_json(verbose, as_json)
     kwargs = parse_kwargs(kwarg_pairs)
     accepted = _read_baseline(baseline)
     dataset = None
@@ -173,7 +183,7 @@ def verify_command(
     report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:
         write_html(html_out, [(report, ctx)])
-    _print_report(report, dataset, as_json)
+    _print_report(report, dataset, as_json, verbose)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
 
@@ -219,7 +229,7 @@ def _refuse_ignored_with_all(given: dict[str, Any]) -> None:
         )
 
 
-def _print_report(report: Any, dataset: Any, as_json: bool) -> None:
+def _print_report(report: Any, dataset: Any, as_json: bool, verbose: bool = False) -> None:
     from ..view.report import format_report
 
     if as_json:
@@ -228,7 +238,7 @@ def _print_report(report: Any, dataset: Any, as_json: bool) -> None:
             doc["conversations"] = dataset.to_dict()
         emit_json(doc)
     else:
-        click.echo(format_report(report))
+        click.echo(format_report(report, verbose=verbose))
         if dataset is not None:
             click.echo(dataset.describe())
 

@@ -54,7 +54,7 @@ def push_command(
         else:
             from ..view.report import format_report
 
-            click.echo(format_report(err.report))
+            click.echo(format_report(err.report, all_flag=None))
         raise  # main reports the error and exits 1 (its table)
     if as_json:
         emit_json({"pushed": not dry_run and bool(result.plan.uploads), **result.to_dict()})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 STATUSES = ("pass", "fail", "warn", "info", "skip")
@@ -33,6 +33,9 @@ class CheckResult:
     detail: dict[str, Any] = field(default_factory=dict, hash=False)
     hint: str | None = None
     cause: str | None = None  # one of CAUSES, for a result that is not a pass or a skip
+    # Every finding, most severe first, each with its severity, cause and fix filled in (`verdict`); the message is
+    # the first one's, and `detail["examples"]` the first five. What `verify -v` prints.
+    findings: tuple[Finding, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def severity(self) -> str | None:
@@ -225,6 +228,9 @@ def verdict(
     first = ordered[0]
     severity = first.severity or default
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+    resolved = tuple(
+        replace(f, severity=f.severity or default, cause=f.cause or cause, hint=f.hint or hint) for f in ordered
+    )
     detail = {
         **first.detail,
         "failures": len(findings),
@@ -233,5 +239,12 @@ def verdict(
         ],
     }
     return CheckResult(
-        check_id, STATUS_OF[severity], first.text + more, first.probe, detail, first.hint or hint, first.cause or cause
+        check_id,
+        STATUS_OF[severity],
+        first.text + more,
+        first.probe,
+        detail,
+        first.hint or hint,
+        first.cause or cause,
+        resolved,
     )

@@ -19,7 +19,35 @@ from .tokens import Aligned, context_view, diff_views, ids_view, token_view
 MARKS = {"pass": "ok", "fail": "FAIL", "warn": "warn", "info": "info", "skip": "-"}
 
 
-def format_report(report: VerificationReport) -> str:
+def _check_lines(check: CheckResult, verbose: bool, all_flag: str | None) -> list[str]:
+    """One check's lines: its mark, id and message, then its fix. With more than one finding, `verbose` lists
+    every finding with its own fix; otherwise the message says how many more and `all_flag` how to see them."""
+    pad = " " * 35
+    message, more = check.message, len(check.findings) - 1
+    suffix = f" (+{more} more)"
+    if more > 0 and message.endswith(suffix):
+        message = message[: -len(suffix)]
+        if not verbose:
+            message += f" (+{more} more; {all_flag} shows all)" if all_flag else suffix
+    lines = [f"  {MARKS[check.status]:<4} {check.id:<27} {message}"]
+    if check.status in ("fail", "warn") and check.hint:
+        lines.append(f"{pad}fix ({check.cause}): {check.hint}")
+    if verbose and more > 0:
+        previous = (check.cause, check.hint)
+        for number, finding in enumerate(check.findings[1:], start=2):
+            lines.append(f"{pad}{number}/{more + 1} {finding.severity}: {finding.text}")
+            fix = (finding.cause or check.cause, finding.hint)
+            if finding.hint:
+                lines.append(
+                    f"{pad}    fix: the same as above" if fix == previous else f"{pad}    fix ({fix[0]}): {fix[1]}"
+                )
+            previous = fix
+    return lines
+
+
+def format_report(report: VerificationReport, *, verbose: bool = False, all_flag: str | None = "-v") -> str:
+    """The report as text. `verbose`: every finding of a check with its own fix, not only the first; otherwise
+    "(+N more; {all_flag} shows all)" (just "(+N more)" when `all_flag` is None)."""
     title = f"{report.family}/{report.variant}" if report.family else "template"
     lines = [f"verify {title} on {report.tokenizer}"]
     caps = ", ".join(f"{k}={v if v in ('yes', 'no', 'untested') else 'error'}" for k, v in report.capabilities.items())
@@ -31,9 +59,7 @@ def format_report(report: VerificationReport) -> str:
         if report.tokens.get("tool_call_ids") == "mistral":
             lines.append("  note: probe tool-call ids have 9 letters and digits: the template tests for that length")
     for check in report.checks:
-        lines.append(f"  {MARKS[check.status]:<4} {check.id:<27} {check.message}")
-        if check.status in ("fail", "warn") and check.hint:
-            lines.append(f"       {'':<27} fix ({check.cause}): {check.hint}")
+        lines += _check_lines(check, verbose, all_flag)
     s = report.summary
     lines.append(
         f"{s['passed']} passed, {s['failed']} failed, {s['warned']} warned, {s['info']} info, {s['skipped']} skipped"

@@ -50,6 +50,8 @@ def test_verify_failing_template_exits_1(capsys: pytest.CaptureFixture[str], goo
         (["verify", "{good}", "--family", "gpt-oss", "--template", "{tmp}/broken.jinja"], "not both"),
         (["verify", "{good}", "--conversations", "{tmp}/missing.jsonl"], "missing.jsonl: no such file"),
         (["verify", "--all", "{good}"], "SOURCE would be ignored"),
+        (["verify", "--all", "-v"], "--verbose would be ignored"),
+        (["verify", "{good}", "-v", "--json"], "--verbose is for the text output"),
         (["verify"], "missing SOURCE"),
     ],
 )
@@ -125,3 +127,52 @@ def test_only_picks_the_per_record_checks_too(capsys: pytest.CaptureFixture[str]
     doc = json.loads(out)
     assert [c["id"] for c in doc["checks"]] == ["nothing-dropped"]
     assert set(doc["conversations"]["checks"]) == {"renders", "nothing-dropped"}
+
+
+def test_verify_text_shows_the_first_finding_and_how_to_see_the_rest(
+    capsys: pytest.CaptureFixture[str], good: Path
+) -> None:
+    # the baseline's two tool-call tags are each in pieces: two findings of control-tokens-atomic
+    code, out, _ = run(capsys, "verify", str(good), "--only", "control-tokens-atomic")
+    assert code == 0
+    line = next(line for line in out.splitlines() if "control-tokens-atomic" in line)
+    assert line.startswith("  warn control-tokens-atomic") and "<tool_call> is not one token" in line
+    assert line.endswith("(+1 more; -v shows all)") and "</tool_call>" not in out
+    assert out.count("fix (") == 1
+
+
+def test_verify_verbose_shows_every_finding_with_its_fix(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+    code, out, _ = run(capsys, "verify", str(good), "--only", "control-tokens-atomic", "--verbose")
+    assert code == 0
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "control-tokens-atomic" in line)
+    assert "<tool_call> is not one token" in lines[first] and "more" not in lines[first]
+    assert lines[first + 1].strip().startswith("fix (tokenizer config): register each control token")
+    assert lines[first + 2].strip().startswith("2/2 warning: </tool_call> is not one token")
+    assert lines[first + 3].strip() == "fix: the same as above"
+
+
+def test_format_report_gives_each_finding_its_own_fix() -> None:
+    from hf_chat_templates.verification.results import Finding, VerificationReport, verdict
+    from hf_chat_templates.view.report import format_report
+
+    findings = [
+        Finding("p1", "first problem", hint="fix the first"),
+        Finding("p2", "second problem", severity="warning", cause="engine"),
+        Finding("p3", "third problem", hint="fix the third"),
+    ]
+    result = verdict("x-check", findings, "passes", "the check's fix", cause="template")
+    assert result.message == "first problem (+2 more)"  # the library's message is unchanged
+    report = VerificationReport("src", None, None, "tok", {}, {}, (result,))
+    default = format_report(report)
+    assert "first problem (+2 more; -v shows all)" in default and "third problem" not in default
+    assert "first problem (+2 more)\n" in format_report(report, all_flag=None) + "\n"
+    verbose = [line.strip() for line in format_report(report, verbose=True).splitlines()]
+    start = next(i for i, line in enumerate(verbose) if line.startswith("FAIL x-check") and "first problem" in line)
+    assert verbose[start + 1 : start + 6] == [
+        "fix (template): fix the first",
+        "2/3 error: third problem",
+        "fix (template): fix the third",
+        "3/3 warning: second problem",
+        "fix (engine): the check's fix",
+    ]
