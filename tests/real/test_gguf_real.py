@@ -54,8 +54,7 @@ def test_the_base_gguf_against_the_installed_folder_names_each_difference(llama3
         "chat template 'default' (tokenizer.chat_template)",
         "eos id (tokenizer.ggml.eos_token_id)",
         "stop id 128009 ('<|eot_id|>')",
-        "add BOS (tokenizer.ggml.add_bos_token)",
-    }
+    }  # add BOS is the same: install keeps the post-processor's BOS (tokenizer(text) on plain text keeps it)
     assert "recent llama.cpp stops on it by its text" in differences["stop id 128009 ('<|eot_id|>')"].gguf
     assert differences["eos id (tokenizer.ggml.eos_token_id)"].gguf == "128001 ('<|end_of_text|>')"
 
@@ -73,7 +72,6 @@ def test_install_into_the_base_gguf_gives_what_the_folder_install_gives(
         "tokenizer.ggml.eot_token_id",
         "tokenizer.ggml.eom_token_id",
         "tokenizer.ggml.padding_token_id",
-        "tokenizer.ggml.add_bos_token",
     }
     old, new = read_layout(src), read_layout(result.output)
     raw_old, raw_new = src.read_bytes(), result.output.read_bytes()
@@ -105,6 +103,16 @@ def test_transformers_tokenizer_from_the_gguf_encodes_like_the_folder(llama3_ggu
         assert gguf.encode(text, add_special_tokens=False) == folder.encode(text, add_special_tokens=False), probe.id
         compared += 1
     assert compared > 30
+
+
+def test_no_bos_postprocessor_sets_add_bos_false_as_the_folder_install_drops_it(
+    llama3_gguf: dict[str, Path], tmp_path: Path
+) -> None:
+    folder = install(FAMILY, llama3_gguf["base"], tmp_path / "dropped", bos_postprocessor=False).output
+    plan = plan_gguf_install(FAMILY, llama3_gguf["base.gguf"], tmp_path / "out.gguf", bos_postprocessor=False)
+    result = apply_gguf_install(plan)
+    assert "tokenizer.ggml.add_bos_token" in result.changed and read_gguf(result.output).add_bos_token is False
+    assert compare_gguf(result.output, folder).ok
 
 
 def test_llama_cpp_parity(llama3_gguf: dict[str, Path]) -> None:

@@ -348,3 +348,18 @@ def test_generation_config_consistent_fails_on_eos_and_range(tmp_path: Path) -> 
     assert result.status == "fail"
     assert "eos_token_id [999999] lacks the tokenizer's eos_token" in result.message
     assert any("999999 is outside the vocabulary" in e["message"] for e in result.detail["examples"])
+
+
+def test_a_gguf_fix_is_an_install_into_a_new_gguf(good: Path) -> None:
+    ctx = context(good, gguf=Path("model.gguf"))  # the folder's own template: the GGUF's, installed again
+    assert ctx.install_command() == "hf-chat-templates install --gguf model.gguf --output FIXED.gguf"
+    # options install --gguf refuses are left out; the others kept
+    assert ctx.install_command("--training") == "hf-chat-templates install --gguf model.gguf --output FIXED.gguf"
+    assert ctx.install_command("--format both") == "hf-chat-templates install --gguf model.gguf --output FIXED.gguf"
+    assert ctx.install_command("--stop-token '<|im_end|>'") == (
+        "hf-chat-templates install --gguf model.gguf --stop-token '<|im_end|>' --output FIXED.gguf"
+    )
+    other = context(good, GOOD + " ", gguf=Path("model.gguf"))  # a template file given to verify
+    assert other.install_command().startswith("hf-chat-templates install --template TEMPLATE.jinja --gguf model.gguf")
+    assert ctx.generation_key("eos_token_id").startswith("the GGUF's stop ids (tokenizer.ggml.eos_token_id")
+    assert context(good).generation_key("eos_token_id") == "generation_config.json eos_token_id"
