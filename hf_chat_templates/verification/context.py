@@ -245,8 +245,8 @@ class VerifyContext:
             else "--template TEMPLATE.jinja"
         )
         if self.gguf is not None:
-            own = self.variant is None and self.folder is not None
-            own = own and self.folder is not None and self.template == self.folder.named_template("default")
+            saved = self.folder.named_template("default") if self.folder is not None else None
+            own = self.variant is None and self.template == saved
             kept = [o for o in re.split(r" (?=--)", options) if o and not o.startswith(GGUF_REFUSED)]
             parts = ["hf-chat-templates install", *([] if own else [what]), "--gguf", shlex.quote(str(self.gguf))]
             return " ".join([*parts, *kept, "--output FIXED.gguf"])
