@@ -348,6 +348,20 @@ def test_generation_config_consistent_fails_on_eos_and_range(tmp_path: Path) -> 
     assert result.status == "fail"
     assert "eos_token_id [999999] lacks the tokenizer's eos_token" in result.message
     assert any("999999 is outside the vocabulary" in e["message"] for e in result.detail["examples"])
+    outside = next(f for f in result.findings if "outside the vocabulary" in f.text)
+    assert outside.hint == "correct or remove 999999 in generation_config.json eos_token_id: install leaves it as it is"
+
+
+def test_generation_config_pad_that_differs_names_pad_token(tmp_path: Path) -> None:
+    folder = chatml_folder(tmp_path / "tok")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_bytes(dump_json({**config, "pad_token": "<unk>"}))
+    (folder / "generation_config.json").write_bytes(dump_json({"eos_token_id": [2, 401], "pad_token_id": 1}))
+    result = check(context(folder), "generation-config-consistent")
+    assert result.status == "fail" and "generation_config.json pad_token_id is 1 but the tokenizer's is 0 (<unk>)" in (
+        result.message
+    )
+    assert f"--tokenizer {folder} --pad-token '<unk>' --output DIR writes it as pad_token_id" in (result.hint or "")
 
 
 def test_a_gguf_fix_is_an_install_into_a_new_gguf(good: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from ...template.syntax import transformers_text
@@ -158,7 +159,10 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
             name = token_content(folder.tokenizer_config.get(key.replace("_id", "")))
             findings.append(
                 Finding(
-                    None, f"{ctx.generation_key(key)} is {value} but the tokenizer's is {ours} ({name})", {"key": key}
+                    None,
+                    f"{ctx.generation_key(key)} is {value} but the tokenizer's is {ours} ({name})",
+                    {"key": key},
+                    hint=_mismatch_fix(ctx, key, ours, name),
                 )
             )
     for key in ("eos_token_id", "bos_token_id", "pad_token_id", "decoder_start_token_id"):
@@ -169,6 +173,7 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
                         None,
                         f"{ctx.generation_key(key)} {value} is outside the vocabulary (0..{size - 1})",
                         {"key": key},
+                        hint=f"correct or remove {value} in {ctx.generation_key(key)}: install leaves it as it is",
                     )
                 )
     where = "the GGUF's bos, eos and stop ids agree" if ctx.gguf is not None else f"{GENERATION_CONFIG} agrees"
@@ -176,5 +181,16 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
         "generation-config-consistent",
         findings,
         f"{where} with the tokenizer",
-        f"{ctx.install_command()} merges the stop ids and keeps bos/pad in step",
+        f"{ctx.install_command()} merges the eos and stop ids into {ctx.generation_key('eos_token_id')}",
     )
+
+
+def _mismatch_fix(ctx: VerifyContext, key: str, ours: int, name: str | None) -> str:
+    """The fix for a generation bos or pad id that is not the tokenizer's: install sets pad_token_id only with the
+    pad it is asked for, and leaves an existing bos_token_id as it is."""
+    if key == "pad_token_id" and name:
+        return (
+            f"{ctx.install_command(f'--pad-token {shlex.quote(name)}')} writes it as {key} (without --pad-token, "
+            "install leaves an existing pad_token_id as it is)"
+        )
+    return f"set {ctx.generation_key(key)} to {ours} ({name}): install leaves an existing {key} as it is"
