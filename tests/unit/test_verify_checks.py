@@ -101,6 +101,23 @@ def test_no_double_bos_fails_when_the_template_writes_it_twice(tmp_path: Path) -
     assert "write {{ bos_token }} once" in (result.hint or "")
 
 
+def test_no_double_bos_fails_when_tokenize_true_adds_one_the_template_writes(tmp_path: Path) -> None:
+    ctx = context(chatml_folder(tmp_path / "tok"), "{{- bos_token -}}" + GOOD)
+    original = ctx.tokenizer.apply_chat_template
+
+    def prepend_bos(*args: Any, **kwargs: Any) -> Any:  # what older tokenizer code paths did
+        out = original(*args, **kwargs)
+        if kwargs.get("tokenize"):
+            out["input_ids"] = [ctx.tokenizer.bos_token_id, *out["input_ids"]]
+        return out
+
+    ctx.tokenizer.apply_chat_template = prepend_bos
+    result = check(ctx, "no-double-bos")
+    assert result.status == "fail" and result.cause == "tokenizer config"
+    assert "apply_chat_template(tokenize=True) has 2 BOS <s> (id 1)" in result.message
+    assert "apply_chat_template adds one the template writes" in result.message
+
+
 def test_no_double_bos_fails_when_the_tokenizer_adds_two(tmp_path: Path) -> None:
     folder = chatml_folder(tmp_path / "tok", add_bos=True)
     tj = json.loads((folder / "tokenizer.json").read_text())
