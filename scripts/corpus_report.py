@@ -9,6 +9,15 @@ tokenizer's `control-tokens-atomic` caught the unregistered tokens. The totals c
     python scripts/corpus_report.py                # on the real Llama 3 vocabulary
     python scripts/corpus_report.py --base toy     # on the toy tokenizer, in seconds
     python scripts/corpus_report.py --show         # and the messages of every failure model.toml does not list
+
+With --corpus DIR (a folder of the same layout, such as tests/data/unseen, whose model.toml label each template's
+real defects by hand in [defects], keyed by the check id or ids joined by | that may each catch it), the report
+scores verify against the labels instead: every error or warning (a check that fails or warns) on a check id no
+label names is a false alarm, every labeled defect none of whose ids fails or warns is a miss, and verify raising is
+a crash. A corpus without [defects] is scored against its known_failures.
+
+    python scripts/corpus_report.py --corpus tests/data/unseen
+    python scripts/corpus_report.py --corpus tests/data/unseen --show    # each false alarm's message, each miss's label
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -65,8 +76,20 @@ def main() -> None:
     parser.add_argument(
         "--show", action="store_true", help="print each unlisted failure's examples (the messages to judge)"
     )
+    parser.add_argument(
+        "--corpus", type=Path, help="a labeled corpus folder (tests/data/unseen): score verify against its labels"
+    )
     args = parser.parse_args()
+    if args.corpus is not None:
+        if not args.corpus.is_dir():
+            parser.error(f"--corpus {args.corpus}: no such folder; name one holding NAME/model.toml folders")
+        labeled_report(args.corpus, args.base, args.show)
+    else:
+        known_report(args.base, args.show)
 
+
+def known_report(base_name: str, show: bool) -> None:
+    """tests/data/templates: failures model.toml does not list, stops verify misses, the bare tokenizers' verdict."""
     from hf_chat_templates.verification.runner import verify_with_context
     from tests.helpers import corpus_manifest, corpus_names, corpus_templates, model_folder
 
@@ -74,8 +97,8 @@ def main() -> None:
     totals = {"templates": 0, "failures": 0, "known": 0, "false": 0, "missed_stops": 0, "bare_missed": 0}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        base = base_folder(args.base, tmp)
-        print(f"base tokenizer: {args.base}")
+        base = base_folder(base_name, tmp)
+        print(f"base tokenizer: {base_name}")
         for name in corpus_names():
             manifest = corpus_manifest(name)
             kwargs = manifest.get("kwargs") or None
@@ -101,7 +124,7 @@ def main() -> None:
                 f"stops {'ok' if not missed_stops else 'miss ' + ' '.join(missed_stops)} "
                 f"(verify: {' '.join(ctx.stop_tokens) or 'none'}); bare control-tokens-atomic: {bare}"
             )
-            if args.show:
+            if show:
                 for check in report.checks:
                     if check.id in false_alarms:
                         for example in check.detail.get("examples", [{"message": check.message}]):
@@ -111,6 +134,84 @@ def main() -> None:
         f"false alarms: {totals['false']} over {totals['templates']} templates\n"
         f"templates whose stop tokens verify misses: {totals['missed_stops']}\n"
         f"bare tokenizers whose unregistered tokens went unnoticed: {totals['bare_missed']}\n"
+        f"({time.monotonic() - started:.0f} s)"
+    )
+
+
+def labels(manifest: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The template's labeled defects, each with the check ids that may each catch it: its [defects] table, or its
+    known_failures where it has none."""
+    table = manifest["defects"] if "defects" in manifest else manifest.get("known_failures", {})
+    return {key: tuple(key.split("|")) for key in table}
+
+
+def score(checks: Any, defects: dict[str, tuple[str, ...]]) -> tuple[list[Any], list[Any], list[str]]:
+    """(findings, false alarms, misses): the checks that fail or warn, those no label names, the labels none of
+    whose check ids fails or warns."""
+    findings = [c for c in checks if c.status in ("fail", "warn")]
+    labeled = {check_id for ids in defects.values() for check_id in ids}
+    found = {c.id for c in findings}
+    return (
+        findings,
+        [c for c in findings if c.id not in labeled],
+        [k for k, ids in defects.items() if found.isdisjoint(ids)],
+    )
+
+
+def describe(findings: list[Any]) -> str:
+    return ", ".join(f"{c.id} [{c.severity}]" for c in findings) or "none"
+
+
+def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
+    """Score verify on every template of `corpus`, built as its model ships on the base tokenizer, against the
+    template's labels; a line per template, then the totals and the checks the false alarms and misses are on."""
+    from hf_chat_templates.verification.runner import verify_with_context
+    from tests.helpers import corpus_manifest, corpus_names, model_folder
+
+    started = time.monotonic()
+    totals = Counter[str]()
+    alarm_checks, missed_checks, slow = Counter[str](), Counter[str](), []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        base = base_folder(base_name, Path(tmp_name))
+        print(f"corpus: {corpus}; base tokenizer: {base_name}")
+        for name in corpus_names(corpus):
+            manifest = corpus_manifest(name, corpus)
+            defects = labels(manifest)
+            shipped = model_folder(name, base, Path(tmp_name) / name, corpus=corpus)
+            began = time.monotonic()
+            try:
+                report, ctx = verify_with_context(shipped, kwargs=manifest.get("kwargs") or None)
+            except Exception as exc:  # a crash is what this report counts, whatever verify raised
+                totals.update(templates=1, crashes=1, labeled=len(defects), misses=len(defects))
+                missed_checks.update(defects)
+                print(f"{name:<30} CRASH {type(exc).__name__}: {exc}; {len(defects)} labeled defect(s) missed")
+                continue
+            seconds = time.monotonic() - began
+            if seconds > 120:
+                slow.append(f"{name} ({seconds:.0f} s)")
+            findings, false_alarms, misses = score(report.checks, defects)
+            totals.update(templates=1, findings=len(findings), false=len(false_alarms), labeled=len(defects))
+            totals.update(misses=len(misses))
+            alarm_checks.update(c.id for c in false_alarms)
+            missed_checks.update(misses)
+            stops = [t for t in manifest["stop_tokens"] if t not in ctx.stop_tokens]
+            print(
+                f"{name:<30} {len(findings)} finding(s): {describe(findings)}; "
+                f"false alarms {len(false_alarms)}: {describe(false_alarms)}; "
+                f"misses {len(misses)}/{len(defects)}: {', '.join(misses) or 'none'}; "
+                f"stops {'ok' if not stops else 'miss ' + ' '.join(stops)}; {seconds:.0f} s"
+            )
+            if show:
+                for check in false_alarms:
+                    print(f"    false alarm {check.id} [{check.severity}]: {check.message}")
+                for key in misses:
+                    print(f"    missed {key}: {defects[key]}")
+    print(
+        f"\n{totals['templates']} templates: false alarms {totals['false']} of {totals['findings']} error/warning "
+        f"findings; misses {totals['misses']} of {totals['labeled']} labeled defects; crashes {totals['crashes']}\n"
+        f"false alarms by check: {dict(alarm_checks.most_common()) or 'none'}\n"
+        f"misses by label: {dict(missed_checks.most_common()) or 'none'}\n"
+        f"templates over 2 minutes: {', '.join(slow) or 'none'}\n"
         f"({time.monotonic() - started:.0f} s)"
     )
 

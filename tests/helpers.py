@@ -7,8 +7,9 @@
 - `snapshot`: every file of a folder with its bytes, to assert a folder was not touched;
 - the conversations, JSONL writer, expected labels and hand-marked training templates of the training tests;
 - `parse_view`: the token spans, views and anchors of the HTML the view and the report write;
-- the corpus of published chat templates (tests/data/templates): `corpus_names`, `corpus_manifest` and
-  `model_folder`, a base tokenizer made into the model's folder as it ships, or bare.
+- the corpus of published chat templates (tests/data/templates, or another folder of the same layout such as
+  tests/data/unseen): `corpus_names`, `corpus_manifest` and `model_folder`, a base tokenizer made into the model's
+  folder as it ships, or bare.
 """
 
 from __future__ import annotations
@@ -286,21 +287,21 @@ def parse_view(page: str) -> ViewTokens:
 CORPUS = Path(__file__).resolve().parent / "data" / "templates"
 
 
-def corpus_names() -> list[str]:
-    """Every template of the corpus: a folder of tests/data/templates with a model.toml."""
-    return sorted(p.name for p in CORPUS.iterdir() if (p / "model.toml").is_file())
+def corpus_names(corpus: Path = CORPUS) -> list[str]:
+    """Every template of the corpus: a folder of `corpus` (tests/data/templates unless named) with a model.toml."""
+    return sorted(p.name for p in corpus.iterdir() if (p / "model.toml").is_file())
 
 
-def corpus_manifest(name: str) -> dict[str, Any]:
+def corpus_manifest(name: str, corpus: Path = CORPUS) -> dict[str, Any]:
     """The model.toml of corpus template `name`: what the model ships with its template."""
-    with (CORPUS / name / "model.toml").open("rb") as f:
+    with (corpus / name / "model.toml").open("rb") as f:
         return tomllib.load(f)
 
 
-def corpus_templates(name: str) -> dict[str, Path]:
+def corpus_templates(name: str, corpus: Path = CORPUS) -> dict[str, Path]:
     """The template files of `name` by template name: `default` (chat_template.jinja), then the named ones."""
-    folder = CORPUS / name
-    named = corpus_manifest(name).get("named_templates", [])
+    folder = corpus / name
+    named = corpus_manifest(name, corpus).get("named_templates", [])
     return {"default": folder / "chat_template.jinja", **{n: folder / f"{n}.jinja" for n in named}}
 
 
@@ -335,7 +336,7 @@ def _registered_tokenizer(folder: Path, manifest: dict[str, Any]) -> None:
     (folder / "generation_config.json").write_bytes(dump_json(gen))
 
 
-def model_folder(name: str, base: Path, out: Path, *, registered: bool = True) -> Path:
+def model_folder(name: str, base: Path, out: Path, *, registered: bool = True, corpus: Path = CORPUS) -> Path:
     """Corpus template `name` on a copy of the base tokenizer folder `base`, written to `out`.
 
     `registered`: the model's folder as it ships (its tokens registered, bos/eos/pad and generation_config.json as
@@ -343,8 +344,8 @@ def model_folder(name: str, base: Path, out: Path, *, registered: bool = True) -
     written as chat_template.jinja and additional_chat_templates/NAME.jinja, byte for byte."""
     shutil.copytree(base, out)
     if registered:
-        _registered_tokenizer(out, corpus_manifest(name))
-    for template, path in corpus_templates(name).items():
+        _registered_tokenizer(out, corpus_manifest(name, corpus))
+    for template, path in corpus_templates(name, corpus).items():
         target = out / "chat_template.jinja" if template == "default" else out / "additional_chat_templates" / path.name
         target.parent.mkdir(exist_ok=True)
         target.write_bytes(path.read_bytes())

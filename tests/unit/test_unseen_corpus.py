@@ -1,0 +1,86 @@
+"""The second corpus of published templates (tests/data/unseen) stays well formed and unseen, and corpus_report's
+scoring against its hand labels counts false alarms and misses as it says."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from hf_chat_templates.verification.checks import CHECK_ORDER
+from hf_chat_templates.verification.results import CheckResult
+
+from ..helpers import CORPUS, REPO_ROOT, corpus_manifest, corpus_names, corpus_templates
+
+UNSEEN = REPO_ROOT / "tests" / "data" / "unseen"
+KEYS = ("source", "fetched_from", "license", "bos_token", "eos_token", "pad_token", "add_bos", "generation_eos")
+KEYS += ("special_tokens", "added_tokens", "stop_tokens", "kwargs", "defects", "not_defects")
+
+
+def _report() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("corpus_report", REPO_ROOT / "scripts" / "corpus_report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", corpus_names(UNSEEN))
+def test_each_template_is_labeled_with_real_check_ids(name: str) -> None:
+    manifest = corpus_manifest(name, UNSEEN)
+    assert [k for k in KEYS if k not in manifest] == []
+    for table in ("defects", "not_defects"):
+        for key in manifest[table]:
+            assert [c for c in key.split("|") if c not in CHECK_ORDER] == [], f"{name}: [{table}] {key}"
+    data = corpus_templates(name, UNSEEN)["default"].read_bytes()
+    assert b"\r" not in data and data.decode("utf-8")
+
+
+def test_the_corpus_is_unseen_and_listed() -> None:
+    names = corpus_names(UNSEEN)
+    assert len(names) >= 36
+    seen = {p.read_bytes() for p in CORPUS.glob("*/*.jinja")}
+    seen |= {p.read_bytes() for p in (REPO_ROOT / "model_configs").glob("*/*.jinja")}
+    assert [n for n in names if corpus_templates(n, UNSEEN)["default"].read_bytes() in seen] == []
+    licenses = (UNSEEN / "LICENSES.md").read_text(encoding="utf-8")
+    assert [n for n in names if f"| {n} |" not in licenses] == []
+
+
+def test_labels_take_each_id_of_a_key_and_fall_back_to_known_failures() -> None:
+    report = _report()
+    assert report.labels({"defects": {"a|b": "x", "c": "y"}, "known_failures": {"d": "z"}}) == {
+        "a|b": ("a", "b"),
+        "c": ("c",),
+    }
+    assert report.labels({"known_failures": {"d": "z"}}) == {"d": ("d",)}
+    assert report.labels({"defects": {}, "known_failures": {"d": "z"}}) == {}
+
+
+def test_score_counts_unlabeled_findings_as_false_alarms_and_unreported_labels_as_misses() -> None:
+    report = _report()
+    checks = [
+        CheckResult("renders", "fail", "m"),
+        CheckResult("prefix-stable", "warn", "m"),
+        CheckResult("engine-parity", "fail", "m"),
+        CheckResult("deterministic", "info", "m"),
+        CheckResult("no-double-bos", "pass", "m"),
+    ]
+    defects = {
+        "renders": ("renders",),
+        "completion-matches-content|prefix-stable": ("completion-matches-content", "prefix-stable"),
+    }
+    defects["no-double-bos"] = ("no-double-bos",)
+    findings, false_alarms, misses = report.score(checks, defects)
+    assert [c.id for c in findings] == ["renders", "prefix-stable", "engine-parity"]
+    assert [c.id for c in false_alarms] == ["engine-parity"]
+    assert misses == ["no-double-bos"]
+
+
+def test_unseen_helpers_read_the_named_folder(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "model.toml").write_text('source = "x"\n', encoding="utf-8")
+    (tmp_path / "not-a-template").mkdir()
+    assert corpus_names(tmp_path) == ["one"]
+    assert corpus_manifest("one", tmp_path) == {"source": "x"}
