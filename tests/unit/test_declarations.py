@@ -55,9 +55,9 @@ def test_verify_says_how_to_declare_an_unknown_stop(
     template = tmp_path / "plain.jinja"
     template.write_text(PLAIN_END)
     code, out, _ = run(
-        capsys, "verify", str(folder), "--template", str(template), "--only", "completion-matches-content"
+        capsys, "verify", str(folder), "--template", str(template), "--only", "stop-token-registered"
     )
-    assert code == 1 and "no token ends an assistant turn" in out and "--stop-token TOKEN" in out
+    assert code == 1 and "no stop token: no token ends an assistant turn" in out and "--stop-token TOKEN" in out
     code, out, _ = run(
         capsys,
         "verify",

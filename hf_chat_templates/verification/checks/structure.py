@@ -4,9 +4,9 @@ rendering with a stop token; no placeholder (`{system_message}`, `{{ tools }}`, 
 
 Which tokens open and close a turn is read from the template's own renderings, never from a list: a pair (O, C) is
 two control tokens that, in a plain conversation (and one with a system message), alternate O … C, each O closed
-before the next, with at most one message's content between them, O written at least twice. A stop token closes a
-turn too (Harmony's last answer ends with `<|return|>`, the others with `<|end|>`). When no pair holds, the turns
-are not judged: the result says so, and never guesses."""
+before the next, with at most one message's content between them, O written at least twice in one of them. A stop
+token closes a turn too (Harmony's last answer ends with `<|return|>`, the others with `<|end|>`). When no pair
+holds, the turns are not judged: the result says so (info), and never guesses."""
 
 from __future__ import annotations
 
@@ -100,12 +100,12 @@ def _holds(text: str, pair: Pair, stops: set[str], *, tight: bool) -> bool | Non
 
 def infer_pairs(references: list[str], tokens: Iterable[str], stops: Iterable[str]) -> tuple[Pair, ...]:
     """The pairs that hold in every reference rendering that writes their opener, tight in the first (the plain
-    conversation), with the opener written at least twice in all."""
+    conversation), with the opener written at least twice in one."""
     stop_set = set(stops)
     candidates = [t for t in dict.fromkeys(tokens) if t]
     pairs = []
     for opener in candidates:
-        if sum(text.count(opener) for text in references) < 2:
+        if max(text.count(opener) for text in references) < 2:  # a turn's opener: once per turn, not once
             continue
         for closer in candidates:
             if closer == opener:
@@ -159,7 +159,7 @@ def _own_text(probe: Probe) -> str:
 def _where(ctx: VerifyContext, probe: Probe, pos: int) -> str:
     message = ctx.message_at(probe, pos)
     role = probe.messages[message].get("role") if message is not None else None
-    return f"char {pos}" + (f" (message {message}, {role})" if message is not None else "")
+    return f"char {pos}" + (f" (in message {message}'s part of the rendering, a {role} message)" if role else "")
 
 
 def text_before_bos(ctx: VerifyContext, s: _Structure) -> list[Finding]:
@@ -269,8 +269,8 @@ def placeholders(ctx: VerifyContext, s: _Structure) -> list[Finding]:
             seen[placeholder] = Finding(
                 probe.id,
                 f"probe {probe.id}: the template writes the placeholder {placeholder} as text at "
-                f"{_where(ctx, probe, at)}: {around(text, at, ctx.control_tokens)}; the model reads the braces, "
-                "never the value they name",
+                f"{_where(ctx, probe, at)}: {around(text, at, ctx.control_tokens)}; the model reads the placeholder itself, "
+                "never the value it names",
                 {"char_position": at, "placeholder": placeholder},
                 severity="warning",
                 hint="write the value ({{ system_message }} outside a string literal) or remove the placeholder",
@@ -282,14 +282,16 @@ def structure(ctx: VerifyContext) -> CheckResult:
     s = _Structure(ctx)
     findings = [*text_before_bos(ctx, s), *unclosed_turns(ctx, s), *last_turn_stop(ctx, s), *placeholders(ctx, s)]
     if s.references is None:
-        undecided = "turns not judged: a plain conversation does not render"
+        undecided = "a plain conversation does not render"
     elif not s.pairs:
-        undecided = "turns not judged: no pair of tokens opens and closes each turn of a plain conversation"
+        undecided = "no pair of tokens opens and closes each turn of a plain conversation"
     else:
         undecided = ""
     pairs = " ".join(f"{p.opener}…{p.closer}" for p in s.pairs)
     if not findings and undecided:
-        return CheckResult("structure", "info", f"not decided: {undecided}; nothing before BOS, no placeholder")
+        return CheckResult(
+            "structure", "info", f"turns not decided ({undecided}); nothing before BOS, no placeholder"
+        )
     result = verdict(
         "structure",
         findings,
