@@ -55,7 +55,8 @@ def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
 
 # ---- renderings that survive a template's crash on a shape it does not take --------------------------------------
 def _with_empty_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every None (or missing) content of a tool-call turn as "": DeepSeek's templates concatenate `message['content']`."""
+    """Every None content (or a tool-call turn's missing one) as "": DeepSeek's templates concatenate
+    `message['content']`."""
     return [
         {**m, "content": ""} if m.get("content") is None and ("tool_calls" in m or "content" in m) else m
         for m in messages
@@ -87,9 +88,9 @@ def render_surviving(
         return first, ""
     empty, strings = _with_empty_content(messages), _with_string_arguments(messages)
     tries = [
-        (empty, tools, "None contents given as \"\""),
+        (empty, tools, 'None contents given as ""'),
         (strings, tools, "tool-call arguments given as JSON strings"),
-        (_with_string_arguments(empty), tools, "None contents as \"\" and arguments as JSON strings"),
+        (_with_string_arguments(empty), tools, 'None contents as "" and arguments as JSON strings'),
     ]
     if tools is None:
         tries.append((messages, [weather_tool(TOOL_NAME)], "a tool given"))
@@ -109,7 +110,10 @@ def surviving_texts(renderer: Renderer, probes: Iterable[Probe], rendered: Mappi
     for p in probes:
         r = rendered.get(p.id)
         if r is None or not r.ok:
-            flags = {"add_generation_prompt": p.add_generation_prompt, "continue_final_message": p.continue_final_message}
+            flags = {
+                "add_generation_prompt": p.add_generation_prompt,
+                "continue_final_message": p.continue_final_message,
+            }
             r, _ = render_surviving(renderer, p.message_list(), p.tool_list(), **flags)
         if r.ok and r.text:
             texts.append(r.text)
@@ -125,8 +129,6 @@ def _exchanges(count: int) -> list[dict[str, Any]]:
             {"role": "assistant", "content": f"Answer qz{i}2content."},
         ]
     return messages
-
-
 
 
 def _tool_rounds(count: int, *, arguments: int = 1) -> list[dict[str, Any]]:

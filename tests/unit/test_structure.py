@@ -49,7 +49,10 @@ def test_a_system_turn_never_closed_when_tools_are_given_fails(good: Path) -> No
 
 def test_a_header_without_its_turn_end_fails(tmp_path: Path) -> None:
     folder = _folder(tmp_path, LLAMA_TOKENS)
-    assert check(context(folder, LLAMA_LIKE.replace("(tools and m.role == 'system')", "false")), "structure").status == "pass"
+    assert (
+        check(context(folder, LLAMA_LIKE.replace("(tools and m.role == 'system')", "false")), "structure").status
+        == "pass"
+    )
     result = check(context(folder, LLAMA_LIKE), "structure")
     assert result.status == "fail"
     assert "opened with <|start_header_id|>" in result.message and "never closed with <|eot_id|>" in result.message
@@ -69,7 +72,8 @@ def test_the_last_answer_without_the_stop_fails_and_the_stop_is_the_earlier_answ
     <|im_end|>, and the last turn is reported."""
     template = GOOD.replace(
         "{{- '<|im_end|>\\n' -}}",
-        "{%- if loop.last and m.role == 'assistant' -%}{{- eos_token -}}{%- else -%}{{- '<|im_end|>\\n' -}}{%- endif -%}",
+        "{%- if loop.last and m.role == 'assistant' -%}{{- eos_token -}}"
+        "{%- else -%}{{- '<|im_end|>\\n' -}}{%- endif -%}",
     )
     folder = _folder(tmp_path, ["<|im_start|>", "<|im_end|>", "<|/tools|>"], eos="<|/tools|>")
     ctx = context(folder, template)
@@ -142,7 +146,9 @@ def test_the_corpus_stays_silent_but_for_what_model_toml_lists(tmp_path: Path) -
     for name in corpus_names():
         folder = model_folder(name, base, tmp_path / name)
         kwargs = corpus_manifest(name).get("kwargs") or None
-        (result,) = run_checks(context(folder, (folder / "chat_template.jinja").read_text(), kwargs=kwargs), ["structure"])
+        (result,) = run_checks(
+            context(folder, (folder / "chat_template.jinja").read_text(), kwargs=kwargs), ["structure"]
+        )
         known = "structure" in corpus_manifest(name).get("known_failures", {})
         assert (result.status == "fail") == known, f"{name}: {result.message}"
         assert result.status in ("pass", "fail"), f"{name}: {result.message}"

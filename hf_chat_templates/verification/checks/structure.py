@@ -46,7 +46,8 @@ class Pair:
 def _occurrences(text: str, tokens: Iterable[str]) -> list[tuple[int, str]]:
     """(position, token) of each token in `text`, the longest at a position, none inside another."""
     found = sorted(
-        ((at, token) for token in set(tokens) if token for at in _positions(text, token)), key=lambda x: (x[0], -len(x[1]))
+        ((at, token) for token in set(tokens) if token for at in _positions(text, token)),
+        key=lambda x: (x[0], -len(x[1])),
     )
     kept: list[tuple[int, str]] = []
     end = 0
@@ -269,8 +270,8 @@ def placeholders(ctx: VerifyContext, s: _Structure) -> list[Finding]:
             seen[placeholder] = Finding(
                 probe.id,
                 f"probe {probe.id}: the template writes the placeholder {placeholder} as text at "
-                f"{_where(ctx, probe, at)}: {around(text, at, ctx.control_tokens)}; the model reads the placeholder itself, "
-                "never the value it names",
+                f"{_where(ctx, probe, at)}: {around(text, at, ctx.control_tokens)}; the model reads the placeholder "
+                "itself, never the value it names",
                 {"char_position": at, "placeholder": placeholder},
                 severity="warning",
                 hint="write the value ({{ system_message }} outside a string literal) or remove the placeholder",
@@ -289,9 +290,7 @@ def structure(ctx: VerifyContext) -> CheckResult:
         undecided = ""
     pairs = " ".join(f"{p.opener}…{p.closer}" for p in s.pairs)
     if not findings and undecided:
-        return CheckResult(
-            "structure", "info", f"turns not decided ({undecided}); nothing before BOS, no placeholder"
-        )
+        return CheckResult("structure", "info", f"turns not decided ({undecided}); nothing before BOS, no placeholder")
     result = verdict(
         "structure",
         findings,
