@@ -8,7 +8,12 @@ exchange, or before the first message; plus the tokenizer's registered special t
 stop is the token written after every assistant answer; among several, one the folder lists as a generation stop
 (`generation_config.json` `eos_token_id`) wins, and otherwise the first is taken and the choice is noted. A tool-call
 turn's own stop is the first token after the call (one the folder lists first), never one the model writes inside
-the call (Gemma 4 quotes each argument string with `<|"|>`)."""
+the call (Gemma 4 quotes each argument string with `<|"|>`). When the last answer is closed otherwise than the
+earlier ones (`{{ eos_token }}` set to another token), the earlier answers' end is the stop.
+
+A conversation the template raises on is rendered again as it would otherwise be sent (`render_surviving`: None
+content as "", arguments as a JSON string, a tool given), so that a crash on one shape (DeepSeek concatenating
+`message['content']`) hides none of the tokens; `verify`'s `renders` reports the crash itself."""
 
 from __future__ import annotations
 
