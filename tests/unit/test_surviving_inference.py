@@ -17,7 +17,7 @@ from hf_chat_templates.template.rendering import Renderer
 from hf_chat_templates.verification.results import STOP_TOKEN_HINT
 from hf_chat_templates.verification.runner import run_checks
 
-from ..helpers import CORPUS, context
+from ..helpers import CORPUS, context, run
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "structure"
 DEEPSEEK_TOOL_TOKENS = ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"]
@@ -92,3 +92,21 @@ def test_no_stop_token_is_one_error_and_every_other_check_runs(toy_tokenizer: Pa
     for skipped in ("completion-matches-content", "assistant-mask"):
         assert results[skipped].status == "skip" and "no stop token is known" in results[skipped].message
     assert results["renders"].status == "pass"
+
+
+def test_prepare_and_install_refusals_name_the_stop_token_option(
+    toy_tokenizer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "c.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}\n')
+    raising = tmp_path / "raising.jinja"
+    raising.write_text("{% for m in messages %}{{ m.content + 1 }}{% endfor %}", encoding="utf-8")
+    args = ["--template", str(raising), "--conversations", str(data), "--output", str(tmp_path / "ds")]
+    code, _, err = run(capsys, "prepare", str(toy_tokenizer), *args)
+    assert code == 2 and "a plain two-exchange conversation does not render" in err and "--stop-token TOKEN" in err
+    plain = tmp_path / "plain.jinja"
+    plain.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}", encoding="utf-8")
+    code, _, err = run(
+        capsys, "install", "--template", str(plain), "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "o")
+    )
+    assert code == 2 and "--stop-token TOKEN" in err and "verify SRC --template FILE runs every other check" in err
