@@ -114,8 +114,7 @@ def load_state(
     if tokens.notes and tokens.notes[0].startswith(_UNRENDERED):
         raise UsageError(
             f"{'the template file' if template else source + ': the chat template'}: {tokens.notes[0]}",
-            hint="fix the template (hf-chat-templates verify SRC --template FILE shows where and why it fails), or "
-            f"declare the token that ends an assistant turn: {option('stop_tokens')} TOKEN",
+            hint="fix the template: hf-chat-templates verify SRC --template FILE shows where and why it fails",
             parameter="template",
         )
     if not tokens.stop_tokens:

@@ -94,19 +94,16 @@ def test_no_stop_token_is_one_error_and_every_other_check_runs(toy_tokenizer: Pa
     assert results["renders"].status == "pass"
 
 
-def test_prepare_and_install_refusals_name_the_stop_token_option(
+def test_prepare_and_install_refusals_for_a_missing_stop_name_the_option(
     toy_tokenizer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = tmp_path / "c.jsonl"
     data.write_text('{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}\n')
-    raising = tmp_path / "raising.jinja"
-    raising.write_text("{% for m in messages %}{{ m.content + 1 }}{% endfor %}", encoding="utf-8")
-    args = ["--template", str(raising), "--conversations", str(data), "--output", str(tmp_path / "ds")]
-    code, _, err = run(capsys, "prepare", str(toy_tokenizer), *args)
-    assert code == 2 and "a plain two-exchange conversation does not render" in err and "--stop-token TOKEN" in err
     plain = tmp_path / "plain.jinja"
     plain.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}", encoding="utf-8")
-    code, _, err = run(
-        capsys, "install", "--template", str(plain), "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "o")
-    )
+    args = ["--template", str(plain), "--conversations", str(data), "--output", str(tmp_path / "ds")]
+    code, _, err = run(capsys, "prepare", str(toy_tokenizer), *args)
+    assert code == 2 and "no token ends an assistant turn" in err and "--stop-token TOKEN" in err
+    args = ["--template", str(plain), "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "o")]
+    code, _, err = run(capsys, "install", *args)
     assert code == 2 and "--stop-token TOKEN" in err and "verify SRC --template FILE runs every other check" in err
