@@ -204,14 +204,17 @@ def structural_fragments(renderer: Renderer) -> tuple[str, ...]:
 
 
 def markup_fragments(renderer: Renderer, structure: Iterable[str]) -> tuple[str, ...]:
-    """The bracketed literal fragments written once more per tool-call round or per reasoned answer, that are not
-    turn structure: tool-call and reasoning tags (`<tool_call>`, `<|tool_call>`, `<think>`). Models ship them as
-    added tokens, mostly plain ones that decoding keeps for the parsers that read them."""
+    """The bracketed literal fragments written once more per tool-call round or per reasoned answer, or written
+    for a tool call where a direct answer has none, that are not turn structure: tool-call and reasoning tags
+    (`<tool_call>`, `<|tool_call>`, `<think>`; DeepSeek-R1's `<｜tool▁calls▁begin｜>`, written for the first call of
+    a conversation only). Models ship them as added tokens, mostly plain ones that decoding keeps for the parsers
+    that read them. Tags of the tool declarations (`<tools>`) are written either way, so they are not among them."""
     candidates = [c for c in literal_fragments(renderer.template) if c not in set(structure)]
     found: list[str] = []
     tools = [weather_tool(TOOL_NAME)]
     for short, long, given in (
         (_tool_rounds(1), _tool_rounds(2), tools),
+        (_exchanges(1), _tool_rounds(1), tools),
         (_reasoned(1), _reasoned(2), None),
     ):
         (a, _), (b, _) = render_surviving(renderer, short, given), render_surviving(renderer, long, given)

@@ -107,3 +107,12 @@ def test_prepare_and_install_refusals_for_a_missing_stop_name_the_option(
     args = ["--template", str(plain), "--tokenizer", str(toy_tokenizer), "--output", str(tmp_path / "o")]
     code, _, err = run(capsys, "install", *args)
     assert code == 2 and "--stop-token TOKEN" in err and "verify SRC --template FILE runs every other check" in err
+
+
+def test_deepseek_r1_tool_calls_begin_written_for_the_first_call_only_is_markup(toy: Any) -> None:
+    """DeepSeek-R1-Distill writes <｜tool▁calls▁begin｜> for a conversation's first call only (its `ns.is_first` is
+    never reset), so it is not written once more per round; it is written for a call where an answer has none."""
+    found = _tokens(toy, (CORPUS / "deepseek-r1-distill-qwen" / "chat_template.jinja").read_text(encoding="utf-8"))
+    assert {"<｜tool▁calls▁begin｜>", *DEEPSEEK_TOOL_TOKENS} <= set(found.markup_tokens)
+    qwen = _tokens(toy, (CORPUS / "qwen2.5" / "chat_template.jinja").read_text(encoding="utf-8"))
+    assert "<tools>" not in qwen.markup_tokens  # the tool declarations' tags are written either way
