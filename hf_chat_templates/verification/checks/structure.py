@@ -157,10 +157,17 @@ def _own_text(probe: Probe) -> str:
     )
 
 
-def _where(ctx: VerifyContext, probe: Probe, pos: int) -> str:
+def _where(ctx: VerifyContext, probe: Probe, pos: int, text: str = "") -> str:
+    """`char N`, and the message there: the one whose rendering holds it (when renderings of shorter prefixes are
+    prefixes), else the one whose content comes last before it."""
     message = ctx.message_at(probe, pos)
-    role = probe.messages[message].get("role") if message is not None else None
-    return f"char {pos}" + (f" (in message {message}'s part of the rendering, a {role} message)" if role else "")
+    if message is not None:
+        return f"char {pos} (in message {message}'s part of the rendering, a {probe.messages[message]['role']} message)"
+    seen = [(at, x.message) for x in probe.sentinels if x.message is not None and 0 <= (at := text.find(x.text)) < pos]
+    if not seen:
+        return f"char {pos}"
+    _, before = max(seen)
+    return f"char {pos} (after the content of message {before}, a {probe.messages[before]['role']} message)"
 
 
 def text_before_bos(ctx: VerifyContext, s: _Structure) -> list[Finding]:
@@ -223,8 +230,8 @@ def unclosed_turns(ctx: VerifyContext, s: _Structure) -> list[Finding]:
                 findings.append(
                     Finding(
                         probe.id,
-                        f"probe {probe.id}: the turn opened with {pair.opener} at {_where(ctx, probe, start)} is never "
-                        f"closed with {pair.closer} {until}: {around(text, start, ctx.control_tokens)}",
+                        f"probe {probe.id}: the turn opened with {pair.opener} at {_where(ctx, probe, start, text)} is "
+                        f"never closed with {pair.closer} {until}: {around(text, start, ctx.control_tokens)}",
                         {"char_position": start, "opener": pair.opener, "closer": pair.closer},
                         hint=f"write {pair.closer} at the end of that turn in every branch (with tools, with a system "
                         "message): the model reads one turn run into the next",
@@ -270,8 +277,8 @@ def placeholders(ctx: VerifyContext, s: _Structure) -> list[Finding]:
             seen[placeholder] = Finding(
                 probe.id,
                 f"probe {probe.id}: the template writes the placeholder {placeholder} as text at "
-                f"{_where(ctx, probe, at)}: {around(text, at, ctx.control_tokens)}; the model reads the placeholder "
-                "itself, never the value it names",
+                f"{_where(ctx, probe, at, text)}: {around(text, at, ctx.control_tokens)}; the model reads the "
+                "placeholder itself, never the value it names",
                 {"char_position": at, "placeholder": placeholder},
                 severity="warning",
                 hint="write the value ({{ system_message }} outside a string literal) or remove the placeholder",
@@ -288,7 +295,9 @@ def structure(ctx: VerifyContext) -> CheckResult:
         undecided = "no pair of tokens opens and closes each turn of a plain conversation"
     else:
         undecided = ""
-    pairs = " ".join(f"{p.opener}…{p.closer}" for p in s.pairs)
+    # the pairs a turn ends with a stop first: `<|im_start|>…<|im_end|>` says more than `<|im_start|>…<|im_middle|>`
+    shown = sorted(s.pairs, key=lambda p: p.closer not in s.stops)
+    pairs = " ".join(f"{p.opener}…{p.closer}" for p in shown[:3]) + (f" +{len(shown) - 3}" if len(shown) > 3 else "")
     if not findings and undecided:
         return CheckResult("structure", "info", f"turns not decided ({undecided}); nothing before BOS, no placeholder")
     result = verdict(
