@@ -8,10 +8,16 @@ exchange, or before the first message; plus the tokenizer's registered special t
 stop is the token written after every assistant answer; among several, one the folder lists as a generation stop
 (`generation_config.json` `eos_token_id`) wins, and otherwise the first is taken and the choice is noted. A tool-call
 turn's own stop is the first token after the call (one the folder lists first), never one the model writes inside
-the call (Gemma 4 quotes each argument string with `<|"|>`)."""
+the call (Gemma 4 quotes each argument string with `<|"|>`). When the last answer is closed otherwise than the
+earlier ones (`{{ eos_token }}` set to another token), the earlier answers' end is the stop.
+
+A conversation the template raises on is rendered again as it would otherwise be sent (`render_surviving`: None
+content as "", arguments as a JSON string, a tool given), so that a crash on one shape (DeepSeek concatenating
+`message['content']`) hides none of the tokens; `verify`'s `renders` reports the crash itself."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +30,7 @@ from ..template.syntax import template_literals as literal_text
 from .registry import Variant, identify
 
 INFERRED = "inferred from the template's renderings"
+TOOL_NAME = "qztoolname"  # the tool of the conversations made for inference
 DECLARED = "declared"
 
 
@@ -51,6 +58,73 @@ def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
     )
 
 
+# ---- renderings that survive a template's crash on a shape it does not take --------------------------------------
+def _with_empty_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every None content (or a tool-call turn's missing one) as "": DeepSeek's templates concatenate
+    `message['content']`."""
+    return [
+        {**m, "content": ""} if m.get("content") is None and ("tool_calls" in m or "content" in m) else m
+        for m in messages
+    ]
+
+
+def _with_string_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every tool call's dict arguments as a JSON string, as OpenAI sends them (templates that concatenate them)."""
+
+    def call(c: Any) -> Any:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), dict):
+            return c
+        return {**c, "function": {**fn, "arguments": json.dumps(fn["arguments"])}}
+
+    return [{**m, "tool_calls": [call(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m for m in messages]
+
+
+def render_surviving(
+    renderer: Renderer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **flags: Any
+) -> tuple[Rendered, str]:
+    """The rendering, or when the template raises on it, the first of these that renders, and what was changed
+    ("" when nothing was): None contents as "" (a template that concatenates `message['content']`), tool-call
+    arguments as JSON strings (one that concatenates them), both, and for a conversation given no tools, one tool
+    given (a template that tests `tools is defined`, true for the None transformers passes, and loops over it).
+    Inference reads which tokens a template writes from it: a crash on one shape hides none of them."""
+    first = renderer.render(messages, tools, **flags)
+    if first.ok:
+        return first, ""
+    empty, strings = _with_empty_content(messages), _with_string_arguments(messages)
+    tries = [
+        (empty, tools, 'None contents given as ""'),
+        (strings, tools, "tool-call arguments given as JSON strings"),
+        (_with_string_arguments(empty), tools, 'None contents as "" and arguments as JSON strings'),
+    ]
+    if tools is None:
+        tries.append((messages, [weather_tool(TOOL_NAME)], "a tool given"))
+    for changed, given, how in tries:
+        if changed == messages and given is tools:
+            continue
+        again = renderer.render(changed, given, **flags)
+        if again.ok:
+            return again, how
+    return first, ""
+
+
+def surviving_texts(renderer: Renderer, probes: Iterable[Probe], rendered: Mapping[str, Rendered]) -> list[str]:
+    """The probes' renderings (`rendered`, by probe id), each one that raises rendered again as `render_surviving`
+    changes it: the texts token inference reads."""
+    texts = []
+    for p in probes:
+        r = rendered.get(p.id)
+        if r is None or not r.ok:
+            flags = {
+                "add_generation_prompt": p.add_generation_prompt,
+                "continue_final_message": p.continue_final_message,
+            }
+            r, _ = render_surviving(renderer, p.message_list(), p.tool_list(), **flags)
+        if r.ok and r.text:
+            texts.append(r.text)
+    return texts
+
+
 # ---- conversations made for inference: sentinel content that holds no bracket, so no candidate comes from it ----
 def _exchanges(count: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
@@ -60,9 +134,6 @@ def _exchanges(count: int) -> list[dict[str, Any]]:
             {"role": "assistant", "content": f"Answer qz{i}2content."},
         ]
     return messages
-
-
-TOOL_NAME = "qztoolname"
 
 
 def _tool_rounds(count: int, *, arguments: int = 1) -> list[dict[str, Any]]:
@@ -125,7 +196,7 @@ def structural_fragments(renderer: Renderer) -> tuple[str, ...]:
     if not candidates:
         return ()
     found: list[str] = []
-    short, long = renderer.render(_exchanges(1)), renderer.render(_exchanges(2))
+    (short, _), (long, _) = render_surviving(renderer, _exchanges(1)), render_surviving(renderer, _exchanges(2))
     if short.ok and long.ok:
         found += growing_fragments(candidates, short.text or "", long.text or "")
         found += leading_fragments(candidates, short.text or "", renderer.tokenizer.all_special_tokens)
@@ -133,17 +204,20 @@ def structural_fragments(renderer: Renderer) -> tuple[str, ...]:
 
 
 def markup_fragments(renderer: Renderer, structure: Iterable[str]) -> tuple[str, ...]:
-    """The bracketed literal fragments written once more per tool-call round or per reasoned answer, that are not
-    turn structure: tool-call and reasoning tags (`<tool_call>`, `<|tool_call>`, `<think>`). Models ship them as
-    added tokens, mostly plain ones that decoding keeps for the parsers that read them."""
+    """The bracketed literal fragments written once more per tool-call round or per reasoned answer, or written
+    for a tool call where a direct answer has none, that are not turn structure: tool-call and reasoning tags
+    (`<tool_call>`, `<|tool_call>`, `<think>`; DeepSeek-R1's `<｜tool▁calls▁begin｜>`, written for the first call of
+    a conversation only). Models ship them as added tokens, mostly plain ones that decoding keeps for the parsers
+    that read them. Tags of the tool declarations (`<tools>`) are written either way, so they are not among them."""
     candidates = [c for c in literal_fragments(renderer.template) if c not in set(structure)]
     found: list[str] = []
     tools = [weather_tool(TOOL_NAME)]
     for short, long, given in (
         (_tool_rounds(1), _tool_rounds(2), tools),
+        (_exchanges(1), _tool_rounds(1), tools),
         (_reasoned(1), _reasoned(2), None),
     ):
-        a, b = renderer.render(short, given), renderer.render(long, given)
+        (a, _), (b, _) = render_surviving(renderer, short, given), render_surviving(renderer, long, given)
         if a.ok and b.ok:
             found += growing_fragments(candidates, a.text or "", b.text or "")
     return tuple(c for c in candidates if c in found)
@@ -181,24 +255,53 @@ class _Stops:
     turn_end: bool
 
 
+def _closer(text: str, first: str, known: tuple[str, ...]) -> str | None:
+    """The token that closes the first answer: the first one after it, unless that is the token the user's turn
+    opens with (GLM ends a turn with the next turn's role token, which closes nothing)."""
+    after = tokens_in_order(first, known)
+    asked = text.find("qz01content")
+    before = [t for t in known if t and text.rfind(t, 0, asked) >= 0]
+    opener = max(before, key=lambda t: (text.rfind(t, 0, asked) + len(t), len(t)), default=None)
+    return after[0] if after and after[0] != opener else None
+
+
+def _own_end(renderer: Renderer, after_last: list[str]) -> bool:
+    """Whether the first token after the last answer is that turn's own end as the template writes it (Harmony's
+    `<|return|>`), not `{{ eos_token }}` set to whatever token the tokenizer's eos is (a tools suffix)."""
+    if not after_last:
+        return False
+    again = renderer.render(_exchanges(2), eos_token="<qzeos>", cache=False)
+    return again.ok and after_last[0] in (_between(again.text or "", "qz12content", None) or "")
+
+
 def _turn_end(renderer: Renderer, known: tuple[str, ...], eos: tuple[str, ...]) -> tuple[str | None, bool, list[str]]:
     """The token written after every assistant answer (one the folder lists as a stop first), whether it came from
-    the folder's list, and notes."""
-    rendered = renderer.render(_exchanges(2))
+    the folder's list, and notes. When the last answer is not closed as the earlier ones are (a template that
+    writes `{{ eos_token }}` there, set to another token, or nothing), the earlier answers' closing token is the
+    stop: the last turn's defect is the template's, which verify reports, not the model's stop."""
+    rendered, how = render_surviving(renderer, _exchanges(2))
     if not rendered.ok:
         return None, False, [f"a plain two-exchange conversation does not render ({rendered.error})"]
+    notes = [f"a plain two-exchange conversation raises; read with {how}"] if how else []
     text = rendered.text or ""
     first, last = _between(text, "qz02content", "qz11content"), _between(text, "qz12content", None)
     if first is None or last is None:
-        return None, False, ["the answers of a plain conversation are not in its rendering"]
+        return None, False, [*notes, "the answers of a plain conversation are not in its rendering"]
     after_last = tokens_in_order(last, known)
-    candidates = [t for t in tokens_in_order(first, known) if t in after_last] or after_last
+    candidates = [t for t in tokens_in_order(first, known) if t in after_last]
+    if not candidates and not _own_end(renderer, after_last) and (closer := _closer(text, first, known)) is not None:
+        candidates = [closer]
+        notes.append(
+            f"earlier answers end with {closer}, the last one "
+            + (f"with {' '.join(after_last)}" if after_last else "with no token")
+            + f": took {closer} as the turn's stop (verify's structure check reports the last turn)"
+        )
+    candidates = candidates or after_last
     listed = [t for t in candidates if t in eos]
     if listed:
-        return listed[0], True, []
+        return listed[0], True, notes
     if not candidates:
-        return None, False, []
-    notes = []
+        return None, False, notes
     if len(candidates) > 1:
         notes.append(
             f"after each answer the template writes {' '.join(candidates)}: took {candidates[0]} as the turn's "
@@ -214,7 +317,7 @@ def _inside_call(renderer: Renderer, text: str, known: tuple[str, ...]) -> set[s
     asked, argument = text.find("qz01content"), text.find("qz03argument")
     name = text.rfind(TOOL_NAME, max(asked, 0), max(argument, 0))
     inside = set(tokens_in_order(text[name:argument], known)) if asked >= 0 and name >= 0 else set()
-    more = renderer.render(_tool_rounds(1, arguments=3), [weather_tool(TOOL_NAME)])
+    more, _ = render_surviving(renderer, _tool_rounds(1, arguments=3), [weather_tool(TOOL_NAME)])
     if more.ok and "qz07argument" in (longer := more.text or ""):
         inside |= {t for t in known if longer.count(t) > text.count(t)}
     return inside
@@ -223,7 +326,7 @@ def _inside_call(renderer: Renderer, text: str, known: tuple[str, ...]) -> set[s
 def _call_end(renderer: Renderer, known: tuple[str, ...], eos: tuple[str, ...], stops: list[str]) -> str | None:
     """The token that ends a tool-call turn when it is not the answer's stop (Harmony's `<|call|>`): the first one
     after the call's argument that is not written inside the call."""
-    rendered = renderer.render(_tool_rounds(1), [weather_tool(TOOL_NAME)])
+    rendered, _ = render_surviving(renderer, _tool_rounds(1), [weather_tool(TOOL_NAME)])
     text = (rendered.text or "") if rendered.ok else ""
     rest = _between(text, "qz03argument", "qz04toolresult")
     ends = tokens_in_order(rest or "", known)
@@ -247,7 +350,7 @@ def inferred_stops(renderer: Renderer, control_tokens: Iterable[str], eos: tuple
         if stops:
             notes.append(f"a tool-call turn ends with {call}, an answer with {stops[0]}: both are stops")
         stops.append(call)
-    plain = renderer.render(_exchanges(2)).text or ""
+    plain = render_surviving(renderer, _exchanges(2))[0].text or ""
     if turn:
         # A stop the folder lists that the template writes in a branch these conversations do not reach
         # (Llama's <|eom_id|>, after a built-in tool call).
@@ -294,7 +397,7 @@ def template_tokens(
         renderer = Renderer(tokenizer, template, kwargs)
         probe_list = tuple(probes if probes is not None else build_probes())
         if renderings is None:
-            renderings = [r.text for p in probe_list if (r := render_probe(renderer, p)).ok and r.text]
+            renderings = surviving_texts(renderer, probe_list, {p.id: render_probe(renderer, p) for p in probe_list})
         declared = tuple(dict.fromkeys([*declared_controls, *(stops or ())]))
         controls = inferred_control_tokens(renderer, renderings, probe_list, declared)
         markup = markup_fragments(renderer, controls)

@@ -137,7 +137,8 @@ def from_templates(
             f"{files['default']}: "
             + ("; ".join(found.notes) if found.notes else "no token is known to end an assistant turn")
             + ", so generation would never stop",
-            hint=f"declare it: {option('stop_tokens')} TOKEN",
+            hint=f"declare it: {option('stop_tokens')} TOKEN (hf-chat-templates verify SRC --template FILE runs every "
+            "other check meanwhile)",
             path=files["default"],
             parameter="stop_tokens",
         )

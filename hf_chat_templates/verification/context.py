@@ -15,7 +15,7 @@ from typing import Any
 from ..conversations.probes import CAPABILITIES, Probe, Sentinel, id_format_for
 from ..conversations.suite import build_probes
 from ..families.registry import Variant
-from ..families.tokens import TemplateTokens, inferred_control_tokens, template_tokens
+from ..families.tokens import TemplateTokens, inferred_control_tokens, surviving_texts, template_tokens
 from ..template.engines.registry import engine_names
 from ..template.rendering import Rendered, Renderer
 from ..template.spans import TurnSpans, assistant_spans
@@ -203,7 +203,6 @@ class VerifyContext:
     def tokens(self) -> TemplateTokens:
         """Declared by the caller, else the family's, else inferred from the renderings and the folder's
         generation stops (`generation_config.json`, else the tokenizer's eos), with where they came from."""
-        texts = [r.text for r in self.rendered.values() if r.ok and r.text]
         return template_tokens(
             self.tokenizer,
             self.template,
@@ -212,7 +211,7 @@ class VerifyContext:
             stop_tokens=self.declared_stops,
             control_tokens=self.declared_controls,
             generation_config=self.folder.generation_config if self.folder is not None else None,
-            renderings=texts,
+            renderings=self.inference_texts,
             probes=self.probes,
         )
 
@@ -220,8 +219,13 @@ class VerifyContext:
     def control_tokens(self) -> tuple[str, ...]:
         """Declared by the caller, then by the family, plus every control token the template writes: in
         control-token shapes, registered special tokens, and structural fragments of any shape."""
-        texts = [r.text for r in self.rendered.values() if r.ok and r.text]
-        return inferred_control_tokens(self.renderer, texts, self.probes, self.tokens.control_tokens)
+        return inferred_control_tokens(self.renderer, self.inference_texts, self.probes, self.tokens.control_tokens)
+
+    @cached_property
+    def inference_texts(self) -> list[str]:
+        """The probes' renderings token inference reads: a probe that raises is rendered again as it would be sent
+        otherwise (None contents as "", arguments as JSON strings), so a crash hides none of the tokens."""
+        return surviving_texts(self.renderer, self.probes, self.rendered)
 
     @property
     def markup_tokens(self) -> tuple[str, ...]:

@@ -20,6 +20,8 @@ CAUSES = ("template", "input normalization", "tokenizer config", "engine")
 STOP_TOKEN_HINT = (
     "declare it: --stop-token TOKEN on the command line, stop_tokens=[...] from Python, or stop_tokens in a family.toml"
 )
+# What a check that needs the stop says when none is known: `stop-token-registered` is the one error about it.
+NO_STOP_TOKEN = "not decided: no stop token is known (stop-token-registered reports it, and how to declare one)"
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,8 @@ def test_verify_says_how_to_declare_an_unknown_stop(
 ) -> None:
     template = tmp_path / "plain.jinja"
     template.write_text(PLAIN_END)
-    code, out, _ = run(
-        capsys, "verify", str(folder), "--template", str(template), "--only", "completion-matches-content"
-    )
-    assert code == 1 and "no token ends an assistant turn" in out and "--stop-token TOKEN" in out
+    code, out, _ = run(capsys, "verify", str(folder), "--template", str(template), "--only", "stop-token-registered")
+    assert code == 1 and "no stop token: no token ends an assistant turn" in out and "--stop-token TOKEN" in out
     code, out, _ = run(
         capsys,
         "verify",

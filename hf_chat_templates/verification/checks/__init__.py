@@ -1,7 +1,8 @@
 """Every check, in the order they run: one ordered tuple of (id, function of the context). Each module holds one
 concern: `tokens` (how a rendering becomes ids), `content` (what a rendering keeps), `training` (the assistant
 mask), `portability` (the clock, other engines, the official renderer), `folder` (the files agree), `safety`
-(what the template reaches for, hides or says on a trigger)."""
+(what the template reaches for, hides or says on a trigger), `structure` (turns opened and closed, BOS
+first, no placeholder written as text)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult
-from . import content, engines, fidelity, folder, portability, safety, stability, tokens, training
+from . import content, engines, fidelity, folder, portability, safety, stability, structure, tokens, training
 
 Check = Callable[[VerifyContext], CheckResult]
 RecordCheck = Callable[[RecordContext], "str | None"]
@@ -23,6 +24,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("nothing-dropped", content.nothing_dropped),
     ("values-faithful", fidelity.values_faithful),
     ("completion-matches-content", content.completion_matches_content),
+    ("structure", structure.structure),
     ("assistant-mask", training.assistant_mask),
     ("prefix-stable", stability.prefix_stable),
     ("boundary-merge", tokens.boundary_merge),
@@ -47,6 +49,7 @@ CHECK_CAUSES = {
     "nothing-dropped": "template",
     "values-faithful": "template",
     "completion-matches-content": "template",
+    "structure": "template",
     "assistant-mask": "template",
     "prefix-stable": "template",
     "boundary-merge": "tokenizer config",

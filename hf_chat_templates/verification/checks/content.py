@@ -12,7 +12,7 @@ from ...conversations.normalize import REASONING_FIELDS
 from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
-from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
 
 _KIND_NAMES = {
     "content": "content",
@@ -421,6 +421,8 @@ def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: st
 
 
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:
+    if not ctx.stop_tokens:
+        return CheckResult("completion-matches-content", "skip", NO_STOP_TOKEN)
     if (missing := ctx.missing_turn_end()) is not None:
         return CheckResult("completion-matches-content", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
     findings = []

@@ -1,7 +1,8 @@
 """`template-safety`: what a template reaches for, hides or says on a trigger, read from its syntax tree and text
 (`template.safety`, nothing rendered), then the prose it adds to the model's view, found by rendering differences
-(HCT-S011, info for a human to judge). A template the static rules distrust (an error or a warning) is not rendered
-here at all: the result says the prose scan was skipped and why."""
+(HCT-S011, info for a human to judge; text holding a placeholder such as `{system_message}` is `structure`'s
+warning instead). A template the static rules distrust (an error or a warning) is not rendered here at all: the
+result says the prose scan was skipped and why."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from ...conversations.probes import Probe
 from ...errors import TemplateError
+from ...template.placeholders import placeholders_written
 from ...template.safety import SafetyFinding, prose, scan_template
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, verdict
@@ -75,6 +77,8 @@ def added_prose(ctx: VerifyContext, limit: int = 12) -> list[SafetyFinding]:
             words = "\n".join(r for r in piece.split("\n") if r.strip().lower() not in _ROLES).strip()
             if any(words in text for text in seen) or not prose(words, words=3):
                 continue
+            if any(placeholders_written(ctx.template, words)):
+                continue  # `structure` reports the placeholder written as text, as a warning, with this text
             line, column = _template_place(ctx.template, words) or (1, 1)
             seen[words] = SafetyFinding(
                 "HCT-S011",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ...conversations.probes import Probe, injection_probe
 from ...tokenizer.folder import GENERATION_CONFIG
 from ..context import RecordContext, VerifyContext
-from ..results import CheckResult, Finding, around, first_difference, verdict, visible
+from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
 
 
 def _rendered_probes(ctx: VerifyContext) -> Iterator[tuple[Probe, str]]:
@@ -327,12 +327,15 @@ def _stop_findings(ctx: VerifyContext, stop: str, sid: int, eos_ids: list[int], 
 
 def stop_token_registered(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
+        why = [n for n in ctx.tokens.notes if not n.startswith("no token ends an assistant turn")]
         return CheckResult(
             "stop-token-registered",
             "fail",
-            ctx.missing_turn_end() or "no token is known to end an assistant turn",
+            "no stop token: no token ends an assistant turn in the renderings, and the folder lists no generation "
+            "stop the template writes; generation would never stop, and the model is never trained to"
+            + (f" ({'; '.join(why)})" if why else ""),
             "plain",
-            hint="end assistant turns with a registered special token, or declare it: --stop-token TOKEN",
+            hint=f"end assistant turns with a registered special token, or {STOP_TOKEN_HINT}",
         )
     gen = ctx.folder.generation_config if ctx.folder is not None else None
     eos_ids = gen.get("eos_token_id") if gen else None

@@ -11,7 +11,7 @@ from ...template.spans import Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
 from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
-from ..results import STOP_TOKEN_HINT, CheckResult, Finding, verdict
+from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, verdict
 
 
 def training_template_of(ctx: VerifyContext) -> tuple[str, str]:
@@ -195,6 +195,8 @@ def _check_probe(
 
 
 def assistant_mask(ctx: VerifyContext) -> CheckResult:
+    if not ctx.stop_tokens:
+        return CheckResult("assistant-mask", "skip", NO_STOP_TOKEN)
     if (missing := ctx.missing_turn_end()) is not None:
         return CheckResult("assistant-mask", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
     template, origin = training_template_of(ctx)
