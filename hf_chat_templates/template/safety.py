@@ -32,6 +32,9 @@ from typing import Any
 import jinja2.meta
 import jinja2.nodes as nodes
 
+from .addresses import literal_addresses
+from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
+from .folding import Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -42,12 +45,6 @@ __all__ = ["RULES", "SafetyFinding", "prose", "scan_template"]
 MAX_RANGE = 10_000
 MAX_REPEAT_CHARS = 100_000
 MAX_LITERAL_CHARS = 8_192
-# Attributes that reach frames, code and globals without dunders (Python 2 names too, as the sandbox lists them).
-UNSAFE_ATTRIBUTES = frozenset(
-    {"mro", "func_globals", "func_code", "func_closure", "f_globals", "f_locals", "f_builtins", "f_back"}
-    | {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code"}
-    | {"im_func", "im_self", "im_class", "format_map"}
-)
 JINJA_GLOBALS = frozenset({"cycler", "joiner", "lipsum", "self"})
 ENVIRONMENT_NAMES = frozenset(
     {"os", "sys", "environ", "env", "getenv", "subprocess", "builtins", "__builtins__", "globals", "locals"}
@@ -67,9 +64,13 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
         check_template_syntax(text, f"the {name} template")
         raise AssertionError("unreachable") from err
     found: list[SafetyFinding] = []
-    scans = (_escapes, _format_strings, _globals_and_files, _environment_names, triggers, spliced, _work, _sizes)
+    scans = (_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _sizes, literal_addresses)
     for rule_scan in scans:
         found += rule_scan(ast, src)
+    # The same rules on what the template computes from literals (`['__cla', 'ss__'] | join`), never rendered
+    folding = Folding(ast)
+    found += _format_strings(ast, src, folding)
+    found += folded_findings(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
@@ -129,23 +130,14 @@ def _format_fields(fmt: str) -> list[str]:
         return []
 
 
-def _literal_variables(ast: nodes.Template) -> dict[str, str]:
-    """Variables every `{% set %}` of which assigns one literal string (`{% set fmt = 'Today is {}' %}`)."""
-    values: dict[str, set[str | None]] = {}
-    for node in ast.find_all(nodes.Assign):
-        if isinstance(node.target, nodes.Name):
-            values.setdefault(node.target.name, set()).add(const_string(node.node))
-    return {name: next(iter(v)) for name, v in values.items() if len(v) == 1 and None not in v}  # type: ignore[misc]
-
-
-def _format_strings(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
-    literals = _literal_variables(ast)
+def _format_strings(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     for node in ast.find_all(nodes.Call):
         if not (isinstance(node.node, nodes.Getattr) and node.node.attr in ("format", "format_map")):
             continue
         method = node.node.attr
         receiver = node.node.node
-        fmt = literals.get(receiver.name) if isinstance(receiver, nodes.Name) else const_string(receiver)
+        folded = folding.value(receiver)  # a literal, a `{% set fmt = 'Today is {}' %}`, or one built of literals
+        fmt = folded if isinstance(folded, str) else None
         if fmt is None:
             if isinstance(node.node.node, nodes.Const):  # `(1).format`: not a string
                 continue

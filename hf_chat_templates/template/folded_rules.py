@@ -1,0 +1,232 @@
+"""The safety rules on what a template computes from literals (`folding.Folding`), not only on what it spells:
+
+    HCT-S001  a dunder or private name folded from literals (`['__cla', 'ss__'] | join`), read with `|attr` or `[ ]`
+    HCT-S013  a name that does not fold read with `|attr(name)`, or by subscript on an object the sandbox guards
+              (`cycler`, `joiner`, `namespace`, `lipsum`, `range`, `loop`, `self`, a function, a macro)
+    HCT-S008  a trigger folded from literals (`('in' ~ 'voice') in message.content`, `content in ['a', 'b']`), and
+              text a trigger writes through a variable, a macro or a filter
+    HCT-S012  prose joined to message content through a variable or a filter
+    HCT-S006, S007, S014 on the folded strings: hidden characters, look-alike tokens, addresses
+
+Nothing is rendered. A finding here has the construct of the same finding on a literal where there is one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .addresses import addresses_in, written_nodes
+from .folding import UNKNOWN, Folding
+from .hidden_text import hidden_unicode, homoglyph_tokens
+from .safety_findings import SafetyFinding, Source, const_string, prose, short
+from .trigger_rules import _gated_literals, _prose_line, _reads, _taint, _trigger
+
+# What the sandbox guards with `is_safe_attribute`: a subscript with a name it does not know reaches attributes.
+GUARDED_GLOBALS = frozenset(
+    {"cycler", "joiner", "namespace", "lipsum", "range", "loop", "self", "dict", "raise_exception", "strftime_now"}
+)
+UNSAFE_ATTRIBUTES = frozenset(
+    {"mro", "func_globals", "func_code", "func_closure", "f_globals", "f_locals", "f_builtins", "f_back"}
+    | {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code"}
+    | {"im_func", "im_self", "im_class", "format_map"}
+)
+
+
+def unsafe_name(name: str) -> bool:
+    return name.startswith("_") or name in UNSAFE_ATTRIBUTES
+
+
+def folded_findings(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    yield from _computed_access(ast, src, folding)
+    yield from _folded_triggers(ast, src, folding)
+    yield from _folded_splices(ast, src, folding)
+    yield from _folded_text(ast, src, folding)
+
+
+# ---- HCT-S001, S013: names read by attribute or subscript --------------------------------------------------------
+def _guarded(ast: nodes.Template) -> set[str]:
+    """The guarded globals, the macros, and variables set from `namespace()`, `cycler()` or `joiner()`."""
+    names = set(GUARDED_GLOBALS) | {m.name for m in ast.find_all(nodes.Macro)}
+    for a in ast.find_all(nodes.Assign):
+        call = a.node
+        if isinstance(a.target, nodes.Name) and isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name):
+            if call.node.name in ("namespace", "cycler", "joiner"):
+                names.add(a.target.name)
+    return names
+
+
+def _base_name(node: nodes.Node) -> str | None:
+    """The guarded object a subscript reads: a name (`ns`, `loop`), or what a guarded function returns
+    (`cycler('a')[k]`, `raise_exception[a][b]`); not an attribute of one (`ns.text[i]` reads a string)."""
+    while isinstance(node, (nodes.Getitem, nodes.Call)):
+        node = node.node
+    return node.name if isinstance(node, nodes.Name) else None
+
+
+def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    guarded = _guarded(ast)
+    for node in ast.find_all((nodes.Filter, nodes.Getitem)):
+        if isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
+            name_node, how, on = node.args[0], "with `|attr`", None
+        elif isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):
+            name_node, how, on = node.arg, "by subscript", _base_name(node.node)
+        else:
+            continue
+        if isinstance(name_node, nodes.Const):
+            continue  # a literal name: `safety._escapes` reads it
+        name = folding.value(name_node)
+        if isinstance(name, str) and unsafe_name(name):
+            yield SafetyFinding(
+                "HCT-S001",
+                node.lineno,
+                src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "["),
+                f"reads (by a name folded from literals, {how}) `{name}`: a sandbox escape spelled so that no "
+                "literal shows it (transformers' sandbox refuses it with SecurityError)",
+                construct=name,
+            )
+        elif name is UNKNOWN and (isinstance(node, nodes.Filter) or on in guarded):
+            target = "any object" if on is None else f"`{on}`"
+            yield SafetyFinding(
+                "HCT-S013",
+                node.lineno,
+                src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "["),
+                f"reads an attribute of {target} {how} with a name the template computes at render time "
+                f"({_spelled(name_node)}): the name can be `__class__` or `__globals__`, which no review of the "
+                "template sees",
+                construct=f"{how}:{on or ''}:{_spelled(name_node)}",
+            )
+
+
+def _spelled(node: nodes.Node) -> str:
+    names = [n.name for n in node.find_all(nodes.Name)] if not isinstance(node, nodes.Name) else [node.name]
+    return f"from `{'`, `'.join(dict.fromkeys(names))}`" if names else "an expression"
+
+
+# ---- HCT-S008: triggers and gated text, folded -------------------------------------------------------------------
+def _part_type(node: nodes.Node) -> bool:
+    """`part['type']` / `part.type`: which kind a content part is, not what the speaker wrote."""
+    key = node.attr if isinstance(node, nodes.Getattr) else const_string(node.arg) if isinstance(node, nodes.Getitem) else None
+    return key == "type"
+
+
+def _words(value: Any) -> str | None:
+    values = value if isinstance(value, list) else [value]
+    found = [v for v in values if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v)]
+    return repr(found[0]) if len(found) == 1 else repr(found) if found else None
+
+
+def _folded_trigger(test: nodes.Node, tainted: dict[str, str], folding: Folding) -> tuple[str, str] | None:
+    for node in (test, *test.find_all((nodes.Compare, nodes.Call))):
+        if isinstance(node, nodes.Compare):
+            sides = [node.expr, *(op.expr for op in node.ops)]
+            ops = {op.op for op in node.ops}
+            kinds = {_reads(s, tainted) for s in sides if not _part_type(s)} - {None}
+            # A literal string is `trigger_rules._compared`'s; a literal list may reach here as a Const too (jinja2's
+            # `find_undeclared_variables` turns `['a', 'b']` into one Const in place)
+            folded = [folding.value(s) for s in sides if not (isinstance(s, nodes.Const) and isinstance(s.value, str))]
+            words = next((w for v in folded if v is not UNKNOWN and (w := _words(v))), None)
+            if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
+                return "content", ("contains " if ops & {"in", "notin"} else "equals ") + words
+            if "clock" in kinds and any(v is not UNKNOWN and v is not None for v in folded):
+                return "clock", "a folded date"
+        elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.args:
+            method = node.node
+            if method.attr in ("startswith", "endswith", "find", "count", "index") and not isinstance(
+                node.args[0], nodes.Const
+            ):
+                arg = folding.value(node.args[0])
+                if _reads(method.node, tainted) == "content" and (w := _words(arg)):
+                    return "content", f"passes .{method.attr}({w})"
+    return None
+
+
+def _gated_outputs(branch: list[nodes.Node], folding: Folding) -> Iterator[tuple[nodes.Node, str]]:
+    """What a branch writes through expressions that fold to prose (a variable, a macro call, a join)."""
+    for stmt in branch:
+        for out in [stmt] if isinstance(stmt, nodes.Output) else stmt.find_all(nodes.Output):
+            for expr in out.nodes:
+                if isinstance(expr, (nodes.Const, nodes.TemplateData)):
+                    continue
+                value = folding.value(expr)
+                if isinstance(value, str) and prose(value):
+                    yield expr, value
+
+
+def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    tainted = _taint(ast)
+    for node in ast.find_all(nodes.If):
+        literal = _trigger(node.test, tainted)
+        found = literal or _folded_trigger(node.test, tainted, folding)
+        if not found:
+            continue
+        kind, trigger = found
+        branch = [*node.body, *node.elif_, *node.else_]
+        gated = [] if literal else [(n, n.data if isinstance(n, nodes.TemplateData) else n.value) for n in _gated_literals(branch)]
+        for expr, value in [*gated, *_gated_outputs(branch, folding)]:
+            said = "message content " + trigger if kind == "content" else f"the clock is compared with {trigger}"
+            line, needle = _prose_line(expr.lineno, value)
+            yield SafetyFinding(
+                "HCT-S008",
+                line,
+                src.column(line, needle[:30]) if expr.lineno == line else src.column(expr.lineno, "{{"),
+                f"the text {short(needle)} is written only when {said} (condition at line {node.lineno}): "
+                "the model is told something on a trigger the conversation does not show",
+                construct=f"{kind}:{trigger}:{value.strip()[:80]}",
+                detail={"trigger": kind},
+            )
+
+
+# ---- HCT-S012: prose joined to content through a variable --------------------------------------------------------
+def _folded_splices(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    node: Any
+    for node in ast.find_all((nodes.Add, nodes.Concat)):
+        parts = node.nodes if isinstance(node, nodes.Concat) else [node.left, node.right]
+        reads = [i for i, p in enumerate(parts) if _reads(p, {}) == "content"]
+        for part in parts[reads[0] + 1 :] if reads else ():
+            if const_string(part) is not None:
+                continue  # a literal: `trigger_rules.spliced` reads it
+            value = folding.value(part)
+            if isinstance(value, str) and prose(value, words=3):
+                yield SafetyFinding(
+                    "HCT-S012",
+                    node.lineno,
+                    src.column(node.lineno, "~" if isinstance(node, nodes.Concat) else "+"),
+                    f"the text {short(value.strip())} (folded from literals) is appended to message content: the "
+                    "model reads it as part of what the speaker wrote",
+                    construct=value.strip()[:80],
+                )
+
+
+# ---- HCT-S006, S007, S014 on folded strings ----------------------------------------------------------------------
+def _folded_text(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    written = written_nodes(ast)
+    strings = list(folding.strings())
+    for node, value in strings:
+        column = src.column(node.lineno, "{{")
+        for rule, _, message, construct, detail in hidden_unicode(value):
+            yield SafetyFinding(rule, node.lineno, column, f"a string folded from literals holds {message}",
+                                construct=construct, detail=detail)  # fmt: skip
+        if id(node) in written:
+            for what, address in addresses_in(value):
+                yield SafetyFinding(
+                    "HCT-S014",
+                    node.lineno,
+                    column,
+                    f"the template writes the {what} {address!r} (folded from literals, in {short(value, 50)}): "
+                    "a link or address the model is shown is one it can be steered to repeat",
+                    construct=address,
+                )
+    # Look-alike tokens: the folded strings read beside the template's own text, so a twin is found across them.
+    text = src.text
+    places = [(len(text), 0)]
+    for node, value in strings:
+        places.append((len(text) + 1, node.lineno))
+        text += "\n" + value
+    for rule, offset, message, construct, detail in homoglyph_tokens(text):
+        if offset >= len(src.text):
+            line = max(lineno for start, lineno in places if start <= offset)
+            yield SafetyFinding(rule, line, src.column(line, "{{"), f"{message} (in a string folded from literals)",
+                                construct=construct, detail=detail)  # fmt: skip
