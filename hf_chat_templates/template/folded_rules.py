@@ -21,7 +21,7 @@ import jinja2.nodes as nodes
 from .addresses import addresses_in, written_nodes
 from .folding import UNKNOWN, Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
-from .safety_findings import SafetyFinding, Source, const_string, prose, short
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
 from .trigger_rules import _gated_literals, _prose_line, _reads, _taint, _trigger
 
 # What the sandbox guards with `is_safe_attribute`: a subscript with a name it does not know reaches attributes.
@@ -164,8 +164,10 @@ def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             continue
         kind, trigger = found
         branch = [*node.body, *node.elif_, *node.else_]
-        gated = [] if literal else [(n, n.data if isinstance(n, nodes.TemplateData) else n.value) for n in _gated_literals(branch)]
-        for expr, value in [*gated, *_gated_outputs(branch, folding)]:
+        outputs = list(_gated_outputs(branch, folding))
+        inside = {id(n) for expr, _ in outputs for n in expr.find_all((nodes.Const, nodes.TemplateData))}
+        gated = [] if literal else [(n, literal_value(n)) for n in _gated_literals(branch) if id(n) not in inside]
+        for expr, value in [*gated, *outputs]:
             said = "message content " + trigger if kind == "content" else f"the clock is compared with {trigger}"
             line, needle = _prose_line(expr.lineno, value)
             yield SafetyFinding(
