@@ -68,7 +68,9 @@ def _base_name(node: nodes.Node) -> str | None:
 
 def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     guarded = _guarded(ast)
-    for node in ast.find_all((nodes.Filter, nodes.Getitem)):
+    names: dict[int, list[Any]] = {}  # a node's name, once per loop binding it is read under
+    reads: dict[int, tuple[nodes.Node, nodes.Node, str, str | None]] = {}
+    for node, scope in folding.walk():
         if isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
             name_node, how, on = node.args[0], "with `|attr`", None
         elif isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):
@@ -77,22 +79,26 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             continue
         if isinstance(name_node, nodes.Const):
             continue  # a literal name: `safety._escapes` reads it
-        name = folding.value(name_node)
-        if isinstance(name, str) and unsafe_name(name):
+        reads[id(node)] = (node, name_node, how, on)
+        names.setdefault(id(node), []).append(folding.value(name_node, scope))
+    for key, (node, name_node, how, on) in reads.items():
+        column = src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "[")
+        unsafe = [n for n in names[key] if isinstance(n, str) and unsafe_name(n)]
+        if unsafe:
             yield SafetyFinding(
                 "HCT-S001",
                 node.lineno,
-                src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "["),
-                f"reads (by a name folded from literals, {how}) `{name}`: a sandbox escape spelled so that no "
+                column,
+                f"reads (by a name folded from literals, {how}) `{unsafe[0]}`: a sandbox escape spelled so that no "
                 "literal shows it (transformers' sandbox refuses it with SecurityError)",
-                construct=name,
+                construct=unsafe[0],
             )
-        elif name is UNKNOWN and (isinstance(node, nodes.Filter) or on in guarded):
+        elif UNKNOWN in names[key] and (isinstance(node, nodes.Filter) or on in guarded):
             target = "any object" if on is None else f"`{on}`"
             yield SafetyFinding(
                 "HCT-S013",
                 node.lineno,
-                src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "["),
+                column,
                 f"reads an attribute of {target} {how} with a name the template computes at render time "
                 f"({_spelled(name_node)}): the name can be `__class__` or `__globals__`, which no review of the "
                 "template sees",

@@ -329,7 +329,7 @@ class Folding:
         """Each expression that is not a literal and folds to a string, with that string (a list of strings is
         the strings joined by spaces), once per node and value; inside a loop over a constant list, once per item."""
         seen: set[tuple[int, str]] = set()
-        for node, scope in self._scoped(self.ast, {}):
+        for node, scope in self.walk():
             if isinstance(node, (nodes.Const, nodes.TemplateData)) or not isinstance(node, nodes.Expr):
                 continue
             value = self.value(node, scope)
@@ -338,6 +338,11 @@ class Folding:
             if isinstance(value, str) and value and (id(node), value) not in seen:
                 seen.add((id(node), value))
                 yield node, value
+
+    def walk(self) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
+        """Every node of the template with the bindings of the loops over constant lists it is in (a node inside
+        such a loop comes once per item)."""
+        return self._scoped(self.ast, {})
 
     def _scoped(self, node: nodes.Node, scope: dict[str, Any]) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
         """Every node under `node` with the loop bindings in force there (a loop over a constant list is walked

@@ -190,7 +190,9 @@ def _globals_and_files(ast: nodes.Template, src: Source) -> Iterator[SafetyFindi
 
 
 def _environment_names(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
-    undeclared = jinja2.meta.find_undeclared_variables(ast)
+    # On a parse of its own: jinja2's compiler folds constants in the tree it reads (`['a'] | join` becomes a Const),
+    # and the other rules read the template as written
+    undeclared = jinja2.meta.find_undeclared_variables(parse_environment().parse(src.text))
     suspicious = sorted(n for n in undeclared if n in ENVIRONMENT_NAMES or _ENV_VAR.fullmatch(n))
     for name in suspicious:
         node = next(n for n in ast.find_all(nodes.Name) if n.name == name)

@@ -16,15 +16,18 @@ import jinja2
 
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
 from ...template.coverage import Case, coverage_cases
+from ...template.folding import Folding
 from ...template.instructions import instruction
 from ...template.limits import RenderBudget, RenderLimits
 from ...template.rendering import Renderer
 from ...template.safety import SafetyFinding, prose
+from ...template.syntax import parse_environment
 from ..context import VerifyContext
 
 # One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
 COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
 MAX_CASES = 40
+_COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
 ROLE_WORDS = ("system", "user", "assistant", "tool", "model", "developer", "ipython", "function")
 
 
@@ -65,12 +68,20 @@ def _added(text: str, case: Case, markers: set[str]) -> list[str]:
 
 
 def _place(template: str, text: str) -> tuple[int, int]:
-    """Where the template writes `text` as a literal (its first line), 1-based; (1, 1) when it builds it."""
+    """Where the template writes `text` (its first line), 1-based: as a literal outside comments, else the
+    expression that folds to it (`['Do', 'not'] | join(' ')`), else (1, 1)."""
     first = next((row.strip() for row in text.split("\n") if row.strip()), "")[:40]
-    at = template.find(first) if first else -1
-    if at < 0:
+    if not first:
         return 1, 1
-    return template.count("\n", 0, at) + 1, at - (template.rfind("\n", 0, at) + 1) + 1
+    visible = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), template)
+    at = visible.find(first)
+    if at >= 0:
+        return template.count("\n", 0, at) + 1, at - (template.rfind("\n", 0, at) + 1) + 1
+    try:
+        folded = Folding(parse_environment().parse(template)).strings()
+        return next((node.lineno, 1) for node, value in folded if first in value)
+    except (jinja2.TemplateSyntaxError, StopIteration):
+        return 1, 1
 
 
 def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> SafetyFinding:
