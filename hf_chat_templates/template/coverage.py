@@ -14,8 +14,8 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .analysis import template_kwargs
-from .folding import Folding
+from .analysis import STANDARD_VARIABLES
+from .folding import Folding, undeclared_names
 from .syntax import parse_environment
 from .trigger_rules import _reads, _taint
 
@@ -140,7 +140,7 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
     ]
     cases.append(Case(f"{LONG_TURNS + 1} messages", long + [{"role": "user", "content": "Last ql99?"}], kwargs=base))
-    read = [k for k in template_kwargs(template) if k not in base]
+    read = sorted(undeclared_names(ast) - STANDARD_VARIABLES - set(base))
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
     for literal in literals:

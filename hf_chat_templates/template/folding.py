@@ -26,7 +26,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-__all__ = ["UNKNOWN", "Folding"]
+__all__ = ["UNKNOWN", "Folding", "undeclared_names"]
 
 
 class _Unknown:
@@ -366,3 +366,15 @@ def _targets(node: nodes.For | nodes.Macro) -> Iterator[nodes.Name]:
         yield from node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else [node.target]
     else:
         yield from node.args
+
+
+def undeclared_names(ast: nodes.Template) -> set[str]:
+    """The names the template reads that nothing in it binds (the keywords and globals it expects), read from the
+    tree alone. `jinja2.meta.find_undeclared_variables` runs jinja2's compiler, which computes constant outputs
+    (`{{ 'x' | center(10**9) }}` builds a gigabyte) and rewrites the tree it is given."""
+    loaded = {n.name for n in ast.find_all(nodes.Name) if n.ctx == "load"}
+    bound = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    bound |= {m.name for m in ast.find_all(nodes.Macro)}
+    bound |= {i.target for i in ast.find_all(nodes.Import)}
+    bound |= {n if isinstance(n, str) else n[1] for f in ast.find_all(nodes.FromImport) for n in f.names}
+    return loaded - bound - {"loop", "caller", "varargs", "kwargs"}

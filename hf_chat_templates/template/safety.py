@@ -29,12 +29,12 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
-import jinja2.meta
+import jinja2
 import jinja2.nodes as nodes
 
 from .addresses import literal_addresses
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
-from .folding import Folding
+from .folding import Folding, undeclared_names
 from .hidden_text import hidden_unicode, homoglyph_tokens
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -45,6 +45,8 @@ __all__ = ["RULES", "SafetyFinding", "prose", "scan_template"]
 MAX_RANGE = 10_000
 MAX_REPEAT_CHARS = 100_000
 MAX_LITERAL_CHARS = 8_192
+MAX_NESTED_STEPS = 1_000_000
+WIDTH_FILTERS = frozenset({"center", "indent", "wordwrap", "truncate"})
 JINJA_GLOBALS = frozenset({"cycler", "joiner", "lipsum", "self"})
 ENVIRONMENT_NAMES = frozenset(
     {"os", "sys", "environ", "env", "getenv", "subprocess", "builtins", "__builtins__", "globals", "locals"}
@@ -64,7 +66,8 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
         check_template_syntax(text, f"the {name} template")
         raise AssertionError("unreachable") from err
     found: list[SafetyFinding] = []
-    scans = (_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _sizes, literal_addresses)
+    scans = (_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _nested_work, _sizes)
+    scans += (literal_addresses,)
     for rule_scan in scans:
         found += rule_scan(ast, src)
     # The same rules on what the template computes from literals (`['__cla', 'ss__'] | join`), never rendered
@@ -190,9 +193,7 @@ def _globals_and_files(ast: nodes.Template, src: Source) -> Iterator[SafetyFindi
 
 
 def _environment_names(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
-    # On a parse of its own: jinja2's compiler folds constants in the tree it reads (`['a'] | join` becomes a Const),
-    # and the other rules read the template as written
-    undeclared = jinja2.meta.find_undeclared_variables(parse_environment().parse(src.text))
+    undeclared = undeclared_names(ast)  # not jinja2.meta's: its compiler computes constants (a gigabyte, maybe)
     suspicious = sorted(n for n in undeclared if n in ENVIRONMENT_NAMES or _ENV_VAR.fullmatch(n))
     for name in suspicious:
         node = next(n for n in ast.find_all(nodes.Name) if n.name == name)
@@ -272,6 +273,46 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
                 "interpreter stops it",
                 construct=f"macro {node.name}",
             )
+
+
+def _range_size(node: nodes.Node) -> float:
+    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
+        return max((s for s in (const_int(a) for a in node.args) if s is not None), default=0.0)
+    return 0.0
+
+
+def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    """Loops over constant ranges inside one another (each under MAX_RANGE, their product not), and a filter
+    that pads to a constant width (`'x' | center(10**9)`)."""
+
+    def walk(node: nodes.Node, steps: float) -> Iterator[SafetyFinding]:
+        for child in node.iter_child_nodes():
+            inner = steps
+            if isinstance(child, nodes.For) and (size := _range_size(child.iter)):
+                inner = steps * size
+                if inner > MAX_NESTED_STEPS and steps > 1 and size <= MAX_RANGE:
+                    yield SafetyFinding(
+                        "HCT-S009",
+                        child.lineno,
+                        src.column(child.lineno, "range"),
+                        f"loops over constant ranges nested {inner:,.0f} steps deep (over {MAX_NESTED_STEPS:,}): "
+                        "each loop is small, their product is not",
+                        construct=f"nested range {inner:.0f}",
+                    )
+                    continue
+            elif isinstance(child, nodes.Filter) and child.name in WIDTH_FILTERS and child.args:
+                width = const_int(child.args[0])
+                if width is not None and width > MAX_REPEAT_CHARS:
+                    yield SafetyFinding(
+                        "HCT-S009",
+                        child.lineno,
+                        src.column(child.lineno, child.name),
+                        f"`|{child.name}` pads to {width:,.0f} characters (over {MAX_REPEAT_CHARS:,})",
+                        construct=f"{child.name} {width:.0f}",
+                    )
+            yield from walk(child, inner)
+
+    yield from walk(ast, 1.0)
 
 
 def _recurses_unconditionally(macro: nodes.Macro) -> bool:

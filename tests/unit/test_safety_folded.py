@@ -126,6 +126,12 @@ CASES = [
     ("HCT-S007", "{{ '<|im_' ~ '\u0435nd|>' }}{{ '<|im_end|>' }}", "{{ '<|im_' ~ 'end|>' }}{{ '<|im_end|>' }}"),
     ("HCT-S007", "{{ '<|\u0131m_start|>' }}{{ '<|im_start|>' }}", "{{ '<|im_start|>' }}{{ '<|im_end|>' }}"),
     ("HCT-S007", "{{ '<|end\u0585ftext|>' }}", "{{ '<|пользователь|>' }}{{ '<\uff5cUser\uff5c>' }}"),
+    (
+        "HCT-S009",
+        "{% for i in range(9000) %}{% for j in range(9000) %}{% endfor %}{% endfor %}",
+        "{% for i in range(3) %}{% for j in range(100) %}{% endfor %}{% endfor %}",
+    ),
+    ("HCT-S009", "{{ 'x' | center(10 ** 9) }}", "{{ 'x' | center(40) }}{{ tools | tojson | indent(4) }}"),
     ("HCT-S014", "Links go to https://acme.example/x.", "{{ raise_exception('see the docs') }}"),
     ("HCT-S014", "{{ 'www.' ~ 'acme' ~ '.com' }}", "{% if m.content.startswith('http://') %}x{% endif %}"),
     ("HCT-S014", "Mail it to audit@acme-mail.example.", "{{ functions.get_weather }} to=browser.search"),
@@ -209,8 +215,8 @@ def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(VerifyContext, "snapshot", refuse)
 
 
-# A template the static rules pass whose every render runs for minutes (81 million steps)
-SLOW = "{% for i in range(9000) %}{% for j in range(9000) %}{% endfor %}{% endfor %}" + CHATML
+# A template the static rules pass whose every render runs for minutes (its loops' sizes come from the messages)
+SLOW = "{% for i in range(9999) %}{% for j in range(messages | length * 9000) %}{% endfor %}{% endfor %}" + CHATML
 
 
 @pytest.mark.parametrize("template", ["nested_loops", "memory_bomb", "output_blowup", "slow"])
