@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import jinja2.nodes as nodes
 
@@ -60,6 +61,7 @@ def written_nodes(ast: nodes.Template) -> set[int]:
 def literal_addresses(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
     """HCT-S014 on the literals the template writes (raw text and string constants)."""
     written = written_nodes(ast)
+    node: Any
     for node in ast.find_all((nodes.TemplateData, nodes.Const)):
         value = node.data if isinstance(node, nodes.TemplateData) else node.value
         if not isinstance(value, str) or id(node) not in written:

@@ -74,12 +74,12 @@ def _literals(ast: nodes.Template, folding: Folding) -> tuple[list[str], list[st
                 if isinstance(v, str) and v.strip():
                     (roles if is_role else content if reads_content else []).append(v)
     for call in ast.find_all(nodes.Call):
-        method = call.node
-        if isinstance(method, nodes.Getattr) and method.attr in _TEXT_TESTS and call.args:
-            if _reads(method.node, tainted) == "content":
-                value = folding.value(call.args[0])
-                if isinstance(value, str) and value.strip():
-                    content.append(value)
+        method: Any = call.node
+        tests = isinstance(method, nodes.Getattr) and method.attr in _TEXT_TESTS and call.args
+        if tests and _reads(method.node, tainted) == "content":
+            value = folding.value(call.args[0])
+            if isinstance(value, str) and value.strip():
+                content.append(value)
     return list(dict.fromkeys(roles)), list(dict.fromkeys(content))[:MAX_LITERALS]
 
 
@@ -139,7 +139,7 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     long += [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
     ]
-    cases.append(Case(f"{LONG_TURNS + 1} messages", long + [{"role": "user", "content": "Last ql99?"}], kwargs=base))
+    cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
     read = sorted(undeclared_names(ast) - STANDARD_VARIABLES - set(base))
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))

@@ -52,9 +52,9 @@ def _guarded(ast: nodes.Template) -> set[str]:
     names = set(GUARDED_GLOBALS) | {m.name for m in ast.find_all(nodes.Macro)}
     for a in ast.find_all(nodes.Assign):
         call = a.node
-        if isinstance(a.target, nodes.Name) and isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name):
-            if call.node.name in ("namespace", "cycler", "joiner"):
-                names.add(a.target.name)
+        maker = call.node.name if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) else None
+        if isinstance(a.target, nodes.Name) and maker in ("namespace", "cycler", "joiner"):
+            names.add(a.target.name)
     return names
 
 
@@ -70,6 +70,7 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     guarded = _guarded(ast)
     names: dict[int, list[Any]] = {}  # a node's name, once per loop binding it is read under
     reads: dict[int, tuple[nodes.Node, nodes.Node, str, str | None]] = {}
+    name_node: nodes.Node
     for node, scope in folding.walk():
         if isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
             name_node, how, on = node.args[0], "with `|attr`", None
@@ -114,7 +115,13 @@ def _spelled(node: nodes.Node) -> str:
 # ---- HCT-S008: triggers and gated text, folded -------------------------------------------------------------------
 def _part_type(node: nodes.Node) -> bool:
     """`part['type']` / `part.type`: which kind a content part is, not what the speaker wrote."""
-    key = node.attr if isinstance(node, nodes.Getattr) else const_string(node.arg) if isinstance(node, nodes.Getitem) else None
+    key = (
+        node.attr
+        if isinstance(node, nodes.Getattr)
+        else const_string(node.arg)
+        if isinstance(node, nodes.Getitem)
+        else None
+    )
     return key == "type"
 
 

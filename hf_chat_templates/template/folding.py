@@ -46,7 +46,7 @@ _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     nodes.FloorDiv: operator.floordiv,
     nodes.Mod: operator.mod,
 }
-_STRING_FILTERS: dict[str, Callable[[str], Any]] = {
+_STRING_FILTERS: dict[str, Callable[[str], str]] = {
     "lower": str.lower,
     "upper": str.upper,
     "title": str.title,
@@ -54,7 +54,6 @@ _STRING_FILTERS: dict[str, Callable[[str], Any]] = {
     "trim": str.strip,
     "string": str,
     "safe": str,
-    "list": list,
 }
 _STRING_METHODS = frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "title", "capitalize", "replace"})
 
@@ -64,8 +63,10 @@ def _small(value: Any) -> bool:
         return len(value) <= MAX_CHARS
     if isinstance(value, (list, tuple, dict)):
         items = list(value.values() if isinstance(value, dict) else value)
-        return len(items) <= MAX_CHARS and sum(len(v) for v in items if isinstance(v, str)) <= MAX_CHARS and all(
-            _small(v) for v in items if not isinstance(v, str)
+        return (
+            len(items) <= MAX_CHARS
+            and sum(len(v) for v in items if isinstance(v, str)) <= MAX_CHARS
+            and all(_small(v) for v in items if not isinstance(v, str))
         )
     return isinstance(value, (int, float, bool)) or value is None
 
@@ -82,9 +83,7 @@ _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
 
 
 def _percent_safe(fmt: str) -> bool:
-    return all(
-        "*" not in (w + p) and int(w or 0) < 1000 and int(p or 0) < 1000 for w, p in _PERCENT_SPEC.findall(fmt)
-    )
+    return all("*" not in (w + p) and int(w or 0) < 1000 and int(p or 0) < 1000 for w, p in _PERCENT_SPEC.findall(fmt))
 
 
 def _text(value: Any) -> str:
@@ -100,7 +99,8 @@ def _format_safe(fmt: str) -> bool:
         return False
     try:
         return all(
-            (not name or name.isdigit() or name.isidentifier()) and all(int(n) < 1000 for n in re.findall(r"\d+", spec or ""))
+            (not name or name.isdigit() or name.isidentifier())
+            and all(int(n) < 1000 for n in re.findall(r"\d+", spec or ""))
             for _, name, spec, _ in fields
         )
     except ValueError:
@@ -119,26 +119,35 @@ class Folding:
         self._depth = 0
 
     def _constants(self) -> dict[str, Any]:
-        """Names every `{% set %}` of which assigns one foldable value, and that nothing else binds (a loop target,
-        a macro's argument, a `{% set %}` block), to a fixed point (`{% set b = a ~ 'x' %}` after `a`)."""
-        bound = {n.name for t in self.ast.find_all((nodes.For, nodes.Macro)) for n in _targets(t)}
-        bound |= {n.name for b in self.ast.find_all(nodes.AssignBlock) for n in b.target.find_all(nodes.Name)}
-        bound |= {n.name for a in self.ast.find_all(nodes.Assign) if not isinstance(a.target, nodes.Name)
-                  for n in a.target.find_all(nodes.Name)}  # fmt: skip
-        assigns: dict[str, list[nodes.Expr]] = {}
-        for a in self.ast.find_all(nodes.Assign):
+        """Names every `{% set %}` of which assigns one foldable value (`{% set x = … %}` or a `{% set x %}…{% endset
+        %}` block without a filter), and that nothing else binds (a loop target, a macro's argument, a tuple target),
+        to a fixed point (`{% set b = a ~ 'x' %}` after `a`)."""
+        loops: list[Any] = [*self.ast.find_all(nodes.For), *self.ast.find_all(nodes.Macro)]
+        bound = {n.name for t in loops for n in _targets(t)}
+        sets: list[Any] = [*self.ast.find_all(nodes.Assign), *self.ast.find_all(nodes.AssignBlock)]
+        bound |= {n.name for a in sets if not isinstance(a.target, nodes.Name) for n in a.target.find_all(nodes.Name)}
+        bound |= {getattr(a.target, "name", "") for a in sets if isinstance(a, nodes.AssignBlock) and a.filter}
+        assigns: dict[str, list[Any]] = {}
+        for a in sets:
             if isinstance(a.target, nodes.Name) and a.target.name not in bound:
-                assigns.setdefault(a.target.name, []).append(a.node)
+                assigns.setdefault(a.target.name, []).append(a.body if isinstance(a, nodes.AssignBlock) else a.node)
         self.constants = {}
         for _ in range(4):
             before = dict(self.constants)
             for name, exprs in assigns.items():
-                values = [self.value(e) for e in exprs]
+                values = [self._block(e) if isinstance(e, list) else self.value(e) for e in exprs]
                 if values and all(v is not UNKNOWN and v == values[0] for v in values):
                     self.constants[name] = values[0]
             if self.constants == before:
                 break
         return self.constants
+
+    def _block(self, body: list[nodes.Node]) -> Any:
+        try:
+            found = self._body(body, {})
+        except Exception:  # as in `value`
+            return UNKNOWN
+        return found if found is UNKNOWN or _small(found) else UNKNOWN
 
     # ---- one node ----------------------------------------------------------------------------------------------
     def value(self, node: nodes.Node, scope: dict[str, Any] | None = None) -> Any:
@@ -252,8 +261,10 @@ class Folding:
             return value[0] if name == "first" else value[-1]
         if name in ("length", "count") and isinstance(value, (str, list, dict)):
             return len(value)
-        if name in _STRING_FILTERS and isinstance(value, (str, list)) and not args and not kwargs:
-            return _STRING_FILTERS[name](value) if isinstance(value, str) or name == "list" else UNKNOWN
+        if name in (*_STRING_FILTERS, "list") and isinstance(value, (str, list)) and not args and not kwargs:
+            if name == "list":
+                return list(value)
+            return _STRING_FILTERS[name](value) if isinstance(value, str) else UNKNOWN
         return UNKNOWN
 
     def _call(self, node: nodes.Call, scope: dict[str, Any]) -> Any:

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import re
 
-_HIDE = r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|repeat|explain)"
-_OVERRIDE = r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|earlier|above|preceding|your|system|safety|other|those|these)"
+_HIDE = (
+    r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?"
+    r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|repeat|explain)"
+)
+_OVERRIDE = (
+    r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?"
+    r"(?:previous|prior|earlier|above|preceding|your|system|safety|other|those|these)"
+)
 _LEAK = (
     r"(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo)\s+"
     r"(?:the|your|this|their|its|all|any)?\s*(?:system prompt|instructions|hidden|conversation|password|credentials?|"

@@ -66,8 +66,8 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
         check_template_syntax(text, f"the {name} template")
         raise AssertionError("unreachable") from err
     found: list[SafetyFinding] = []
-    scans = (_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _nested_work, _sizes)
-    scans += (literal_addresses,)
+    scans = [_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _nested_work, _sizes]
+    scans.append(literal_addresses)
     for rule_scan in scans:
         found += rule_scan(ast, src)
     # The same rules on what the template computes from literals (`['__cla', 'ss__'] | join`), never rendered

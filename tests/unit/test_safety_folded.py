@@ -57,6 +57,7 @@ def _fold(expression: str, prefix: str = "") -> object:
         ("m('__in', 'it__')", "{% macro m(a, b) %}{{ a }}{{ b }}{% endmacro %}", "__init__"),
         ("m('x')", "{% macro m(a, b='y') %}{% if a %}{{ a ~ b }}{% endif %}{% endmacro %}", "xy"),
         ("'{0}-{1}'.format('a', 'b')", "", "a-b"),
+        ("b", "{% set b %}__glo{{ 'bals__' }}{% endset %}", "__globals__"),
     ],
 )
 def test_folding_evaluates_what_a_template_computes_from_literals(expression: str, prefix: str, value: object) -> None:

@@ -155,4 +155,3 @@ def cut_finding(scan: ProseScan) -> SafetyFinding:
         construct="prose-scan-cut",
         detail={"probe": None},
     )
-
