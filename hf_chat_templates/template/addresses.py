@@ -36,25 +36,31 @@ def addresses_in(text: str) -> Iterator[tuple[str, str]]:
 
 def written_nodes(ast: nodes.Template) -> set[int]:
     """The ids of the nodes whose value the template writes or keeps to write (in `{{ }}`, raw text, a `{% set %}`),
-    leaving out what is only tested (a comparison, a test, a subscript's key) or raised (`raise_exception`)."""
-    skipped: set[int] = set()
-    for node in ast.find_all((nodes.Compare, nodes.Test, nodes.Getitem, nodes.Call, nodes.If, nodes.CondExpr)):
-        if isinstance(node, nodes.Getitem):
-            parts: list[nodes.Node] = [node.arg]
-        elif isinstance(node, nodes.Call):
-            callee = node.node
-            parts = list(node.iter_child_nodes()) if getattr(callee, "name", None) == "raise_exception" else []
-        elif isinstance(node, (nodes.If, nodes.CondExpr)):
-            parts = [node.test]
-        else:
-            parts = [node]
-        for part in parts:
-            skipped |= {id(n) for n in part.find_all(nodes.Node)} | {id(part)}
+    leaving out what is only tested (a comparison, a test, a condition, a subscript's key) or raised
+    (`raise_exception`). One walk of the tree."""
     written: set[int] = set()
-    for top in ast.find_all((nodes.Output, nodes.Assign, nodes.AssignBlock)):
-        for n in top.find_all(nodes.Node):
-            if id(n) not in skipped:
-                written.add(id(n))
+
+    def tested(node: nodes.Node) -> set[int]:
+        """The ids of `node`'s children that are only tested, never written."""
+        if isinstance(node, (nodes.Compare, nodes.Test)) or (
+            isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "raise_exception"
+        ):
+            return {id(c) for c in node.iter_child_nodes()}
+        if isinstance(node, nodes.Getitem):
+            return {id(node.arg)}
+        if isinstance(node, (nodes.If, nodes.CondExpr)):
+            return {id(node.test)}
+        return set()
+
+    def walk(node: nodes.Node, writing: bool) -> None:
+        if writing:
+            written.add(id(node))
+        skipped = tested(node)
+        for child in node.iter_child_nodes():
+            inside = isinstance(child, (nodes.Output, nodes.Assign, nodes.AssignBlock)) or writing
+            walk(child, inside and id(child) not in skipped)
+
+    walk(ast, False)
     return written
 
 

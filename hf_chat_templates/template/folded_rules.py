@@ -19,7 +19,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .addresses import addresses_in, written_nodes
-from .folding import UNKNOWN, Folding
+from .folding import MAX_STEPS, UNKNOWN, Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
 from .trigger_rules import _gated_literals, _prose_line, _reads, _taint, _trigger
@@ -44,6 +44,16 @@ def folded_findings(ast: nodes.Template, src: Source, folding: Folding) -> Itera
     yield from _folded_triggers(ast, src, folding)
     yield from _folded_splices(ast, src, folding)
     yield from _folded_text(ast, src, folding)
+    if folding.exhausted:
+        yield SafetyFinding(
+            "HCT-S009",
+            1,
+            1,
+            f"the template's constant expressions take over {MAX_STEPS:,} steps to read (loops over constant lists "
+            "within one another, macros calling macros): the rules on what it computes read only part of it",
+            severity="warning",
+            construct="folding-exhausted",
+        )
 
 
 # ---- HCT-S001, S013: names read by attribute or subscript --------------------------------------------------------
@@ -235,12 +245,12 @@ def _folded_text(ast: nodes.Template, src: Source, folding: Folding) -> Iterator
                     construct=address,
                 )
     # Look-alike tokens: the folded strings read beside the template's own text, so a twin is found across them.
-    text = src.text
-    places = [(len(text), 0)]
+    chunks, size, places = [src.text], len(src.text), [(len(src.text), 0)]
     for node, value in strings:
-        places.append((len(text) + 1, node.lineno))
-        text += "\n" + value
-    for rule, offset, message, construct, detail in homoglyph_tokens(text):
+        places.append((size + 1, node.lineno))
+        chunks.append(value)
+        size += 1 + len(value)
+    for rule, offset, message, construct, detail in homoglyph_tokens("\n".join(chunks)):
         if offset >= len(src.text):
             line = max(lineno for start, lineno in places if start <= offset)
             yield SafetyFinding(rule, line, src.column(line, "{{"), f"{message} (in a string folded from literals)",

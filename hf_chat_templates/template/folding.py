@@ -29,6 +29,10 @@ import jinja2.nodes as nodes
 __all__ = ["UNKNOWN", "Folding", "undeclared_names"]
 
 
+class _Exhausted(Exception):
+    """MAX_STEPS reached."""
+
+
 class _Unknown:
     def __repr__(self) -> str:
         return "UNKNOWN"
@@ -38,6 +42,8 @@ UNKNOWN: Any = _Unknown()
 MAX_CHARS = 65_536  # a folded string (or list) longer than this is not computed
 MAX_ITEMS = 64  # loop iterations folded per constant list
 MAX_DEPTH = 8  # macro calls folded within one another
+MAX_STEPS = 100_000  # nodes evaluated or walked in all: past it, the rest is UNKNOWN and `exhausted` says so
+_MISS = object()
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     nodes.Add: operator.add,
     nodes.Sub: operator.sub,
@@ -115,8 +121,18 @@ class Folding:
     def __init__(self, ast: nodes.Template) -> None:
         self.ast = ast
         self.macros = {m.name: m for m in ast.find_all(nodes.Macro)}
-        self.constants = self._constants()
+        self.steps = 0
+        self.exhausted = False  # MAX_STEPS was reached: what was left is UNKNOWN
         self._depth = 0
+        self._memo: dict[int, Any] | None = None  # values without bindings, once the constants are known
+        self.constants = self._constants()
+        self._memo = {}
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            self.exhausted = True
+            raise _Exhausted
 
     def _constants(self) -> dict[str, Any]:
         """Names every `{% set %}` of which assigns one foldable value (`{% set x = … %}` or a `{% set x %}…{% endset
@@ -159,6 +175,15 @@ class Folding:
         return found if found is UNKNOWN or _small(found) else UNKNOWN
 
     def _value(self, node: nodes.Node, scope: dict[str, Any]) -> Any:
+        self._tick()
+        if scope or self._memo is None:
+            return self._compute(node, scope)
+        found = self._memo.get(id(node), _MISS)
+        if found is _MISS:
+            found = self._memo[id(node)] = self._compute(node, scope)
+        return found
+
+    def _compute(self, node: nodes.Node, scope: dict[str, Any]) -> Any:
         if isinstance(node, nodes.Const):  # a list or tuple literal too, once jinja2's compiler has visited it
             return list(node.value) if isinstance(node.value, tuple) else node.value
         if isinstance(node, nodes.TemplateData):
@@ -356,20 +381,29 @@ class Folding:
         return self._scoped(self.ast, {})
 
     def _scoped(self, node: nodes.Node, scope: dict[str, Any]) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
-        """Every node under `node` with the loop bindings in force there (a loop over a constant list is walked
-        once per item, at most MAX_ITEMS)."""
+        """Every node under `node` with the loop bindings in force there."""
         for child in node.iter_child_nodes():
-            yield child, scope
-            if isinstance(child, nodes.For) and isinstance(child.target, nodes.Name):
-                items = self.value(child.iter, scope)
-                if isinstance(items, (list, str)) and 0 < len(items) <= MAX_ITEMS:
-                    for item in items:
-                        inner = {**scope, child.target.name: item}
-                        for stmt in child.body:
-                            yield stmt, inner
-                            yield from self._scoped(stmt, inner)
-                    continue
-            yield from self._scoped(child, scope)
+            yield from self._visit(child, scope)
+
+    def _visit(self, node: nodes.Node, scope: dict[str, Any]) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
+        """`node` and the nodes under it; a loop over a constant list is walked once per item (at most MAX_ITEMS),
+        its body with the item bound, until MAX_STEPS."""
+        if self.exhausted:
+            return
+        try:
+            self._tick()
+        except _Exhausted:
+            return
+        yield node, scope
+        if isinstance(node, nodes.For) and isinstance(node.target, nodes.Name):
+            items = self.value(node.iter, scope)
+            if isinstance(items, (list, str)) and 0 < len(items) <= MAX_ITEMS:
+                for item in items:
+                    inner = {**scope, node.target.name: item}
+                    for stmt in node.body:
+                        yield from self._visit(stmt, inner)
+                return
+        yield from self._scoped(node, scope)
 
 
 def _targets(node: nodes.For | nodes.Macro) -> Iterator[nodes.Name]:

@@ -81,6 +81,14 @@ def test_folding_leaves_data_and_what_is_too_big_or_reaches_attributes_unknown(e
     assert _fold(expression) is UNKNOWN
 
 
+def test_folding_that_would_take_too_long_stops_and_says_so() -> None:
+    loops = "".join(f"{{% for x{i} in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] %}}" for i in range(7))
+    template = loops + "{{ x0 ~ '_' }}" + "{% endfor %}" * 7
+    findings = scan_template(template)  # 10**7 bindings: never all walked
+    (finding,) = [f for f in findings if f.construct == "folding-exhausted"]
+    assert (finding.rule, finding.severity) == ("HCT-S009", "warning") and "100,000 steps" in finding.message
+
+
 def test_folding_walks_a_loop_over_a_constant_list_once_per_item() -> None:
     ast = parse_environment().parse("{% for p in ['__cla', '__ini'] %}{{ p ~ 'x' }}{% endfor %}")
     values = [v for _, v in Folding(ast).strings()]
