@@ -12,12 +12,18 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S004  another template or file read: `{% include %}`, `{% import %}`, `{% extends %}`
     HCT-S005  a name transformers never passes that reads like Python or the process environment (`os`, `environ`)
     HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block)
-    HCT-S007  a homoglyph of a control token: letters of two scripts in one token, or two tokens that look alike
+    HCT-S007  a look-alike of a control token (Unicode's confusables): an imitating letter among ASCII ones, or two
+              tokens that look alike
     HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock
     HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
     HCT-S012  prose joined to message content in one expression: words the model reads as the speaker's
+    HCT-S013  an attribute read by a name computed at render time (`folded_rules`)
+    HCT-S014  a URL, domain or e-mail address in text the template writes (`addresses`)
+
+Every rule reads what the template computes from literals as well as what it spells (`folding`, `folded_rules`):
+`['__cla', 'ss__'] | join` is `__class__`.
 """
 
 from __future__ import annotations
