@@ -33,6 +33,7 @@ class Case:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    generation: bool = True  # add_generation_prompt
 
     @property
     def data(self) -> list[str]:
@@ -109,7 +110,9 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         {"role": "assistant", "content": "First answer qx3."},
         {"role": "user", "content": "Second question qx4?"},
     ]
-    cases = [Case("plain", plain, kwargs=base)]
+    # A plain conversation as served (a generation prompt) and as trained (none, ending on the assistant's turn)
+    answered = [*plain, {"role": "assistant", "content": "Second answer qx5."}]
+    cases = [Case("plain", plain, kwargs=base), Case("plain, as trained", answered, kwargs=base, generation=False)]
     every = [r for r in (*ROLES, *roles) if r not in ("system",)]
     cases.append(
         Case(

@@ -35,6 +35,10 @@ UNSAFE_ATTRIBUTES = frozenset(
 )
 
 
+# Filters that read an attribute they are given by name (jinja2's `make_attrgetter`, dotted names part by part)
+ATTRIBUTE_FILTERS = frozenset({"map", "selectattr", "rejectattr", "sort", "groupby", "sum", "unique", "min", "max"})
+
+
 def unsafe_name(name: str) -> bool:
     return name.startswith("_") or name in UNSAFE_ATTRIBUTES
 
@@ -58,13 +62,19 @@ def folded_findings(ast: nodes.Template, src: Source, folding: Folding) -> Itera
 
 # ---- HCT-S001, S013: names read by attribute or subscript --------------------------------------------------------
 def _guarded(ast: nodes.Template) -> set[str]:
-    """The guarded globals, the macros, and variables set from `namespace()`, `cycler()` or `joiner()`."""
+    """The guarded globals, the macros, and variables set from `namespace()`, `cycler()` or `joiner()` or from one
+    of those names (`{% set f = raise_exception %}`)."""
     names = set(GUARDED_GLOBALS) | {m.name for m in ast.find_all(nodes.Macro)}
-    for a in ast.find_all(nodes.Assign):
-        call = a.node
-        maker = call.node.name if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) else None
-        if isinstance(a.target, nodes.Name) and maker in ("namespace", "cycler", "joiner"):
-            names.add(a.target.name)
+    for _ in range(4):
+        before = len(names)
+        for a in ast.find_all(nodes.Assign):
+            call = a.node
+            maker = call.node.name if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) else None
+            alias = call.name if isinstance(call, nodes.Name) else None
+            if isinstance(a.target, nodes.Name) and (maker in ("namespace", "cycler", "joiner") or alias in names):
+                names.add(a.target.name)
+        if len(names) == before:
+            break
     return names
 
 
@@ -82,6 +92,9 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     reads: dict[int, tuple[nodes.Node, nodes.Node, str, str | None]] = {}
     name_node: nodes.Node
     for node, scope in folding.walk():
+        if isinstance(node, nodes.Filter) and node.name in ATTRIBUTE_FILTERS:
+            yield from _attribute_filter(node, src, folding, scope)
+            continue
         if isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
             name_node, how, on = node.args[0], "with `|attr`", None
         elif isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):
@@ -114,6 +127,38 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
                 f"({_spelled(name_node)}): the name can be `__class__` or `__globals__`, which no review of the "
                 "template sees",
                 construct=f"{how}:{on or ''}:{_spelled(name_node)}",
+            )
+
+
+def _attribute_filter(
+    node: nodes.Filter, src: Source, folding: Folding, scope: dict[str, Any]
+) -> Iterator[SafetyFinding]:
+    """`map(attribute=…)`, `selectattr(…)`, `sort(attribute=…)`: each reads the attribute it is given, and a dotted
+    name (`'a.__class__'`) reads each part."""
+    given = [k.value for k in node.kwargs if k.key == "attribute"]
+    given += node.args[:1] if node.name in ("selectattr", "rejectattr", "groupby", "sum") else []
+    for name_node in given:
+        name = folding.value(name_node, scope)
+        column = src.column(node.lineno, node.name)
+        parts = name.split(".") if isinstance(name, str) else []
+        unsafe = [p for p in parts if unsafe_name(p)]
+        if unsafe:
+            yield SafetyFinding(
+                "HCT-S001",
+                node.lineno,
+                column,
+                f"`|{node.name}` reads the attribute `{unsafe[0]}` (from {name!r}): a sandbox escape spelled as a "
+                "filter argument (transformers' sandbox refuses it with SecurityError)",
+                construct=unsafe[0],
+            )
+        elif name is UNKNOWN:
+            yield SafetyFinding(
+                "HCT-S013",
+                node.lineno,
+                column,
+                f"`|{node.name}` reads an attribute named at render time ({_spelled(name_node)}): the name can be "
+                "`__class__`, which no review of the template sees",
+                construct=f"{node.name}:{_spelled(name_node)}",
             )
 
 

@@ -129,7 +129,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         if budget.stopped is not None or budget.seconds_left <= 0:
             break
         extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
-        result = renderer.render(case.messages, case.tools, add_generation_prompt=True, cache=False, **extra)
+        result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
         rendered += 1
         if not result.ok:
             continue
