@@ -22,9 +22,10 @@ ADDRESS = re.compile(
     r"(?P<email>[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
     r"|(?P<url>\b(?:https?|ftp|wss?|file|data|javascript)://[^\s'\"<>)\]]+)"
     r"|(?P<www>\bwww\.[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+    r"|(?P<ip>(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b(?![.\d]))"
     rf"|(?P<domain>\b[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*\.(?:{_TLDS})\b(?![.\w(]))"
 )
-_WHAT = {"email": "e-mail address", "url": "URL", "www": "domain", "domain": "domain"}
+_WHAT = {"email": "e-mail address", "url": "URL", "www": "domain", "domain": "domain", "ip": "IP address"}
 
 
 def addresses_in(text: str) -> Iterator[tuple[str, str]]:

@@ -84,12 +84,30 @@ def _literals(ast: nodes.Template, folding: Folding) -> tuple[list[str], list[st
     return list(dict.fromkeys(roles)), list(dict.fromkeys(content))[:MAX_LITERALS]
 
 
-def _tools() -> list[dict[str, Any]]:
+def _named(ast: nodes.Template, folding: Folding, undeclared: set[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(keyword, literal) pairs the template compares a keyword with (`user_tier == 'gold'`), and the literals it
+    compares a `name` with (`tool.function.name == 'transfer_funds'`)."""
+    keywords: list[tuple[str, str]] = []
+    names: list[str] = []
+    for node in ast.find_all(nodes.Compare):
+        sides = [node.expr, *(op.expr for op in node.ops)]
+        values = [v for v in (folding.value(s) for s in sides) if isinstance(v, str) and v.strip()]
+        for side in sides:
+            if isinstance(side, nodes.Name) and side.name in undeclared:
+                keywords += [(side.name, v) for v in values]
+            key = side.attr if isinstance(side, nodes.Getattr) else getattr(side, "arg", None)
+            key = key.value if isinstance(key, nodes.Const) else key
+            if key == "name":
+                names += [v for v in values if v.isidentifier()]
+    return list(dict.fromkeys(keywords))[:MAX_LITERALS], list(dict.fromkeys(names))[:MAX_LITERALS]
+
+
+def _tools(name: str = "lookup_record") -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
             "function": {
-                "name": "lookup_record",
+                "name": name,
                 "description": "Looks up a record by its number",
                 "parameters": {"type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]},
             },
@@ -123,29 +141,22 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
             kwargs=base,
         )
     )
-    call = {"type": "function", "function": {"name": "lookup_record", "arguments": {"number": "qt7"}}}
-    cases.append(
-        Case(
-            "tools",
-            [
-                {"role": "user", "content": "Find record qt1."},
-                {"role": "assistant", "content": "", "tool_calls": [{"id": "call0qt1x", **call}]},
-                {"role": "tool", "content": "Record qt2 found.", "tool_call_id": "call0qt1x", "name": "lookup_record"},
-                {"role": "assistant", "content": "It is found qt3."},
-                {"role": "user", "content": "Thanks qt4."},
-            ],
-            tools=_tools(),
-            kwargs=base,
-        )
-    )
+    undeclared = undeclared_names(ast) - STANDARD_VARIABLES
+    keywords, tool_names = _named(ast, folding, undeclared)
+    for tool in ["lookup_record", *tool_names]:
+        name = "tools" if tool == "lookup_record" else f"a tool named {tool!r}"
+        cases.append(Case(name, _tool_conversation(tool), tools=_tools(tool), kwargs=base))
     long = [{"role": "system", "content": "Long system ql0."}]
     long += [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
     ]
     cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
-    read = sorted(undeclared_names(ast) - STANDARD_VARIABLES - set(base))
+    read = sorted(undeclared - set(base))
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
+    for keyword, value in keywords:
+        if keyword not in base:
+            cases.append(Case(f"keyword {keyword}={value!r}", plain, kwargs={**base, keyword: value}))
     for literal in literals:
         messages = [
             {"role": "system", "content": literal},
@@ -155,3 +166,14 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         ]
         cases.append(Case(f"content {literal!r}", messages, kwargs=base))
     return cases
+
+
+def _tool_conversation(tool: str) -> list[dict[str, Any]]:
+    call = {"type": "function", "function": {"name": tool, "arguments": {"number": "qt7"}}}
+    return [
+        {"role": "user", "content": "Find record qt1."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call0qt1x", **call}]},
+        {"role": "tool", "content": "Record qt2 found.", "tool_call_id": "call0qt1x", "name": tool},
+        {"role": "assistant", "content": "It is found qt3."},
+        {"role": "user", "content": "Thanks qt4."},
+    ]

@@ -92,16 +92,18 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     reads: dict[int, tuple[nodes.Node, nodes.Node, str, str | None]] = {}
     name_node: nodes.Node
     for node, scope in folding.walk():
+        mapped = _maps_attr(node, folding, scope)
         if isinstance(node, nodes.Filter) and node.name in ATTRIBUTE_FILTERS:
             yield from _attribute_filter(node, src, folding, scope)
-            continue
-        if isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
+        if mapped:  # `map('attr', name)`: a literal name too, which `safety._escapes` does not read
+            name_node, how, on = node.args[1], "with `|map('attr', …)`", None  # type: ignore[attr-defined]
+        elif isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
             name_node, how, on = node.args[0], "with `|attr`", None
         elif isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):
             name_node, how, on = node.arg, "by subscript", _base_name(node.node)
         else:
             continue
-        if isinstance(name_node, nodes.Const):
+        if isinstance(name_node, nodes.Const) and not mapped:
             continue  # a literal name: `safety._escapes` reads it
         reads[id(node)] = (node, name_node, how, on)
         names.setdefault(id(node), []).append(folding.value(name_node, scope))
@@ -128,6 +130,16 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
                 "template sees",
                 construct=f"{how}:{on or ''}:{_spelled(name_node)}",
             )
+
+
+def _maps_attr(node: nodes.Node, folding: Folding, scope: dict[str, Any]) -> bool:
+    """`|map('attr', name)`: the attr filter applied to each item."""
+    return (
+        isinstance(node, nodes.Filter)
+        and node.name == "map"
+        and len(node.args) >= 2
+        and folding.value(node.args[0], scope) == "attr"
+    )
 
 
 def _attribute_filter(
@@ -192,12 +204,16 @@ def _folded_trigger(test: nodes.Node, tainted: dict[str, str], folding: Folding)
             sides = [node.expr, *(op.expr for op in node.ops)]
             ops = {op.op for op in node.ops}
             kinds = {_reads(s, tainted) for s in sides if not _part_type(s)} - {None}
-            # A literal string is `trigger_rules._compared`'s; a literal list may reach here as a Const too (jinja2's
-            # `find_undeclared_variables` turns `['a', 'b']` into one Const in place)
+            # A literal string is `trigger_rules._compared`'s (a literal list may be one Const once jinja2's compiler
+            # has read the tree)
             folded = [folding.value(s) for s in sides if not (isinstance(s, nodes.Const) and isinstance(s.value, str))]
             words = next((w for v in folded if v is not UNKNOWN and (w := _words(v))), None)
             if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
                 return "content", ("contains " if ops & {"in", "notin"} else "equals ") + words
+            # `message.content | length == 1337`: a trigger no reader of the conversation sees (`> 0` tests presence)
+            counts = [v for v in folded if isinstance(v, int) and not isinstance(v, bool) and v >= 2]
+            if "content" in kinds and counts and ops & {"eq"}:
+                return "content", f"has a size equal to {counts[0]}"
             if "clock" in kinds and any(v is not UNKNOWN and v is not None for v in folded):
                 return "clock", "a folded date"
         elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.args:

@@ -25,7 +25,12 @@ _STEER = (
     r"agree|claim|say|answer that|respond with|reply with|obey|comply)"
 )
 _MODE = r"(?:hidden|secret) instructions?|without telling|from now on|developer mode|unrestricted|jailbreak"
-INSTRUCTION = re.compile(rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE})\b", re.IGNORECASE)
+# Integrity degradation: answers made wrong on purpose; role play that replaces the model's own rules
+_DEGRADE = (
+    r"(?:give|provide|answer with|state|use|return)\s+(?:\w+\s+){0,3}?(?:incorrect|wrong|false|inaccurate|misleading)"
+    r"|subtly|(?:do not|don't|never)\s+refuse|you are now|pretend (?:to be|that|you)|act as if|bypass"
+)
+INSTRUCTION = re.compile(rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE})\b", re.IGNORECASE)
 
 
 def instruction(text: str) -> str | None:

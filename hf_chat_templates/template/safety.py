@@ -21,6 +21,7 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S012  prose joined to message content in one expression: words the model reads as the speaker's
     HCT-S013  an attribute read by a name computed at render time (`folded_rules`)
     HCT-S014  a URL, domain or e-mail address in text the template writes (`addresses`)
+    HCT-S015  message content rewritten: a replacement that brings words the speaker did not write (`rewrite_rules`)
 
 Every rule reads what the template computes from literals as well as what it spells (`folding`, `folded_rules`):
 `['__cla', 'ss__'] | join` is `__class__`.
@@ -42,6 +43,7 @@ from .addresses import literal_addresses
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
 from .hidden_text import hidden_unicode, homoglyph_tokens
+from .rewrite_rules import rewrites
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .syntax import check_template_syntax, parse_environment, transformers_text
 from .trigger_rules import spliced, triggers
@@ -80,6 +82,7 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     folding = Folding(ast)
     found += _format_strings(ast, src, folding)
     found += folded_findings(ast, src, folding)
+    found += rewrites(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))

@@ -85,6 +85,12 @@ RULES: dict[str, tuple[str, str, str]] = {
         "warning",
         "remove the URL, domain or e-mail address from the template; a link the model needs comes from the caller",
     ),
+    "HCT-S015": (
+        "content-rewritten",
+        "error",
+        "write message content as given: a template that changes what the speaker wrote trains and serves words the "
+        "data did not say",
+    ),
 }
 
 
