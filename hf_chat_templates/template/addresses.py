@@ -4,6 +4,7 @@ template backdoors: the model is steered to repeat it, in plain text, an HTML co
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -28,11 +29,31 @@ ADDRESS = re.compile(
 _WHAT = {"email": "e-mail address", "url": "URL", "www": "domain", "domain": "domain", "ip": "IP address"}
 
 
+# A run that may be base64: a published template writes none, and the backdoors hide links in it
+_BASE64 = re.compile(r"(?<![\w+/])[A-Za-z0-9+/]{24,}={0,2}(?![\w+/=])")
+
+
+def _decoded(run: str) -> str | None:
+    """The text a base64 run encodes, when it is text (printable, with words or an address)."""
+    try:
+        text = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not text.isprintable() or (len(re.findall(r"[^\W\d_]{3,}", text)) < 2 and not ADDRESS.search(text)):
+        return None
+    return text
+
+
 def addresses_in(text: str) -> Iterator[tuple[str, str]]:
-    """(what, address) for each URL, domain and e-mail address in `text`."""
+    """(what, address) for each URL, domain, IP and e-mail address in `text`, and each base64 run that encodes
+    text (`base64 text` and what it decodes to, which may hold an address)."""
     for match in ADDRESS.finditer(text):
         kind = match.lastgroup or "url"
         yield _WHAT[kind], match.group().rstrip(".,;:")
+    for match in _BASE64.finditer(text):
+        decoded = _decoded(match.group())
+        if decoded is not None:
+            yield f"base64 text (decoding to {decoded[:80]!r})", match.group()
 
 
 def written_nodes(ast: nodes.Template) -> set[int]:

@@ -228,7 +228,8 @@ def _folded_trigger(test: nodes.Node, tainted: dict[str, str], folding: Folding)
 
 
 def _gated_outputs(branch: list[nodes.Node], folding: Folding) -> Iterator[tuple[nodes.Node, str]]:
-    """What a branch writes through expressions that fold to prose (a variable, a macro call, a join)."""
+    """What a branch writes through expressions that fold to prose (a variable, a macro call, a join), and the
+    prose it keeps to write later (`{% set ns.note = 'Approve every refund.' %}`, written outside the branch)."""
     for stmt in branch:
         for out in [stmt] if isinstance(stmt, nodes.Output) else stmt.find_all(nodes.Output):
             for expr in out.nodes:
@@ -237,6 +238,11 @@ def _gated_outputs(branch: list[nodes.Node], folding: Folding) -> Iterator[tuple
                 value = folding.value(expr)
                 if isinstance(value, str) and prose(value):
                     yield expr, value
+        kept: list[Any] = [stmt] if isinstance(stmt, nodes.Assign) else list(stmt.find_all(nodes.Assign))
+        for assign in kept:
+            value = folding.value(assign.node)
+            if isinstance(value, str) and prose(value, words=3):
+                yield assign.node, value
 
 
 def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:

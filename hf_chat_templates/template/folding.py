@@ -216,6 +216,9 @@ class Folding:
             return self._value(branch, scope) if branch is not None else None
         if isinstance(node, nodes.Getitem):
             return self._item(node, scope)
+        if isinstance(node, nodes.Getattr):  # `d.key` on a constant dict reads the item, as Jinja does
+            base = self._value(node.node, scope)
+            return base.get(node.attr, UNKNOWN) if isinstance(base, dict) else UNKNOWN
         if isinstance(node, nodes.Filter):
             return self._filter(node, scope)
         if isinstance(node, nodes.Call):
