@@ -18,7 +18,7 @@ from hf_chat_templates.template.syntax import parse_environment
 from hf_chat_templates.verification.context import VerifyContext
 from hf_chat_templates.verification.runner import verify_with_context
 
-from ..helpers import REPO_ROOT, check, context
+from ..helpers import REPO_ROOT, check, context, run
 
 HOSTILE = REPO_ROOT / "tests" / "hostile"
 LEGITIMATE = sorted((REPO_ROOT / "tests" / "data" / "templates").glob("*/*.jinja")) + sorted(
@@ -307,3 +307,11 @@ def test_only_template_safety_renders_no_probe(template: str, good: Path, tmp_pa
         assert any("budget ran out" in f["message"] for f in result.detail["findings"])
     else:
         assert result.status == "fail" and "nothing was rendered" in result.detail["prose_scan"]
+
+
+def test_the_cli_report_of_only_template_safety_says_nothing_was_probed(
+    good: Path, no_probe: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(HOSTILE / "nested_loops.jinja")
+    code, out, _ = run(capsys, "verify", str(good), "--template", path, "--only", "template-safety")
+    assert code == 1 and "reads: not probed (the checks run render no probe)" in out and "HCT-S009" in out
