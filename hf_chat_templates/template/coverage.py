@@ -1,6 +1,8 @@
-"""Conversations shaped to take the branches a template's syntax tree shows, for the prose scan (HCT-S011): every
-role it tests for, tools with a call and a result, a long conversation, the keywords it reads set, and content
-holding each literal it compares content with (`in`, `==`, `startswith`). Built from the syntax tree; rendering them
+"""Conversations shaped to take the branches a template's syntax tree shows, for the prose scan (HCT-S011): plain
+(served and as trained), every role it tests for, tools with a call and a result (and a tool at each name it
+compares a name with), a long conversation, content as parts, documents, the keywords it reads set (and each at
+the literals it compares it with), and content holding each literal it compares content with (`in`, `==`,
+`startswith`). Built from the syntax tree; rendering them
 is the caller's (see verification.checks.safety_prose), under a budget.
 
 Each `Case` lists the strings it brings (`data`), so that what a rendering holds beyond them, the control tokens and
@@ -41,6 +43,8 @@ class Case:
         arguments, each tool as JSON with its name and description, each string keyword (not the roles and keys,
         which are words a template's own text uses)."""
         found = [m["content"] for m in self.messages if isinstance(m.get("content"), str)]
+        parts = [p for m in self.messages if isinstance(m.get("content"), list) for p in m["content"]]
+        found += [p["text"] for p in parts if isinstance(p.get("text"), str)]
         for m in self.messages:
             for call in m.get("tool_calls") or []:
                 arguments = call["function"]["arguments"]
@@ -52,6 +56,8 @@ class Case:
             for value in (tool, function, function["parameters"]):  # `| tojson`, `| tojson(indent=2 or 4)`
                 found += [json.dumps(value, ensure_ascii=False, indent=indent) for indent in (None, 2, 4)]
         found += [v for v in self.kwargs.values() if isinstance(v, str)]
+        for document in self.kwargs.get("documents") or []:  # RAG templates: `documents` is a keyword too
+            found += [v for v in document.values() if isinstance(v, str)]
         return found
 
 
@@ -151,6 +157,11 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
     ]
     cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
+    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
+    cases.append(Case("content parts", parts, kwargs=base))
+    if "documents" in undeclared_names(ast):
+        documents = [{"title": "Record qd1", "text": "Record text qd2."}]
+        cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
     read = sorted(undeclared - set(base))
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
