@@ -43,8 +43,10 @@ class Case:
         arguments, each tool as JSON with its name and description, each string keyword (not the roles and keys,
         which are words a template's own text uses)."""
         found = [m["content"] for m in self.messages if isinstance(m.get("content"), str)]
-        parts = [p for m in self.messages if isinstance(m.get("content"), list) for p in m["content"]]
-        found += [p["text"] for p in parts if isinstance(p.get("text"), str)]
+        lists = [m["content"] for m in self.messages if isinstance(m.get("content"), list)]
+        for value in [*lists, *(p for parts in lists for p in parts)]:  # written whole: Python's repr, or JSON
+            found += [str(value), json.dumps(value, ensure_ascii=False)]
+        found += [p["text"] for parts in lists for p in parts if isinstance(p.get("text"), str)]
         for m in self.messages:
             for call in m.get("tool_calls") or []:
                 arguments = call["function"]["arguments"]
