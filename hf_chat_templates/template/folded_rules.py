@@ -22,7 +22,7 @@ from .addresses import addresses_in, written_nodes
 from .folding import MAX_STEPS, UNKNOWN, Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
-from .trigger_rules import _gated_literals, _prose_line, _reads, _taint, _trigger
+from .trigger_rules import CONTENT_KEYS, _gated_literals, _prose_line, _reads, _taint, _trigger
 
 # What the sandbox guards with `is_safe_attribute`: a subscript with a name it does not know reaches attributes.
 GUARDED_GLOBALS = frozenset(
@@ -198,32 +198,65 @@ def _words(value: Any) -> str | None:
     return repr(found[0]) if len(found) == 1 else repr(found) if found else None
 
 
+# Jinja tests that compare (`content is equalto 'sudo'`, `is in [...]`) and `selectattr`'s
+_COMPARING_TESTS = frozenset({"equalto", "eq", "==", "sameas", "in", "ne", "!="})
+
+
+def _reads_content(node: nodes.Node, tainted: dict[str, str]) -> bool:
+    """`_reads`, and content read through a filter's attribute name (`messages | map(attribute='content')`)."""
+    if _reads(node, tainted) == "content":
+        return True
+    for f in (node, *node.find_all(nodes.Filter)):
+        if isinstance(f, nodes.Filter) and f.name in ("map", "selectattr", "rejectattr", "sum", "join"):
+            named = [k.value for k in f.kwargs if k.key == "attribute"] + f.args[:1]
+            if any(isinstance(n, nodes.Const) and n.value in CONTENT_KEYS for n in named):
+                return True
+    return False
+
+
 def _folded_trigger(test: nodes.Node, tainted: dict[str, str], folding: Folding) -> tuple[str, str] | None:
-    for node in (test, *test.find_all((nodes.Compare, nodes.Call))):
-        if isinstance(node, nodes.Compare):
-            sides = [node.expr, *(op.expr for op in node.ops)]
-            ops = {op.op for op in node.ops}
-            kinds = {_reads(s, tainted) for s in sides if not _part_type(s)} - {None}
-            # A literal string is `trigger_rules._compared`'s (a literal list may be one Const once jinja2's compiler
-            # has read the tree)
-            folded = [folding.value(s) for s in sides if not (isinstance(s, nodes.Const) and isinstance(s.value, str))]
-            words = next((w for v in folded if v is not UNKNOWN and (w := _words(v))), None)
-            if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
-                return "content", ("contains " if ops & {"in", "notin"} else "equals ") + words
-            # `message.content | length == 1337`: a trigger no reader of the conversation sees (`> 0` tests presence)
-            counts = [v for v in folded if isinstance(v, int) and not isinstance(v, bool) and v >= 2]
-            if "content" in kinds and counts and ops & {"eq"}:
-                return "content", f"has a size equal to {counts[0]}"
-            if "clock" in kinds and any(v is not UNKNOWN and v is not None for v in folded):
-                return "clock", "a folded date"
-        elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.args:
-            method = node.node
-            if method.attr in ("startswith", "endswith", "find", "count", "index") and not isinstance(
-                node.args[0], nodes.Const
-            ):
-                arg = folding.value(node.args[0])
-                if _reads(method.node, tainted) == "content" and (w := _words(arg)):
-                    return "content", f"passes .{method.attr}({w})"
+    """A trigger `trigger_rules._trigger` does not see (it runs only where that found none): literals folded or in
+    a list, a Jinja test, `selectattr`, content read through `map(attribute=…)`, a size, chance."""
+    for node in (test, *test.find_all((nodes.Compare, nodes.Call, nodes.Test, nodes.Filter))):
+        found = _one_trigger(node, tainted, folding)
+        if found:
+            return found
+    return None
+
+
+def _one_trigger(node: nodes.Node, tainted: dict[str, str], folding: Folding) -> tuple[str, str] | None:
+    if isinstance(node, nodes.Compare):
+        sides = [node.expr, *(op.expr for op in node.ops)]
+        ops = {op.op for op in node.ops}
+        kinds = {_reads(s, tainted) for s in sides if not _part_type(s)} - {None}
+        if any(_reads_content(s, tainted) and not _part_type(s) for s in sides):
+            kinds.add("content")
+        folded = [folding.value(s) for s in sides]
+        words = next((w for v in folded if v is not UNKNOWN and (w := _words(v))), None)
+        if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
+            return "content", ("contains " if ops & {"in", "notin"} else "equals ") + words
+        # `message.content | length == 1337`: a trigger no reader of the conversation sees (`> 0` tests presence)
+        counts = [v for v in folded if isinstance(v, int) and not isinstance(v, bool) and v >= 2]
+        if "content" in kinds and counts and ops & {"eq"}:
+            return "content", f"has a size equal to {counts[0]}"
+        if "clock" in kinds and any(v is not UNKNOWN and v is not None for v in folded):
+            return "clock", "a folded date"
+    elif isinstance(node, nodes.Test) and node.name in _COMPARING_TESTS and node.args:
+        words = _words(folding.value(node.args[0]))
+        if words and _reads_content(node.node, tainted) and not _part_type(node.node):
+            return "content", f"is {node.name} {words}"
+    elif isinstance(node, nodes.Filter) and node.name in ("selectattr", "rejectattr") and len(node.args) >= 3:
+        field, test, value = (folding.value(a) for a in node.args[:3])
+        if field in CONTENT_KEYS and test in _COMPARING_TESTS and (words := _words(value)):
+            return "content", f"selects content {test} {words}"
+    elif isinstance(node, nodes.Filter) and node.name == "random":
+        return "chance", "a random pick (`|random`)"
+    elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.args:
+        method = node.node
+        if method.attr in ("startswith", "endswith", "find", "count", "index"):
+            arg = folding.value(node.args[0])
+            if _reads_content(method.node, tainted) and (w := _words(arg)):
+                return "content", f"passes .{method.attr}({w})"
     return None
 
 
@@ -258,13 +291,14 @@ def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
         inside = {id(n) for expr, _ in outputs for n in expr.find_all((nodes.Const, nodes.TemplateData))}
         gated = [] if literal else [(n, literal_value(n)) for n in _gated_literals(branch) if id(n) not in inside]
         for expr, value in [*gated, *outputs]:
-            said = "message content " + trigger if kind == "content" else f"the clock is compared with {trigger}"
+            said = {"content": f"when message content {trigger}", "clock": f"when the clock is compared with {trigger}"}
+            when = said.get(kind, f"on {trigger}")
             line, needle = _prose_line(expr.lineno, value)
             yield SafetyFinding(
                 "HCT-S008",
                 line,
                 src.column(line, needle[:30]) if expr.lineno == line else src.column(expr.lineno, "{{"),
-                f"the text {short(needle)} is written only when {said} (condition at line {node.lineno}): "
+                f"the text {short(needle)} is written only {when} (condition at line {node.lineno}): "
                 "the model is told something on a trigger the conversation does not show",
                 construct=f"{kind}:{trigger}:{value.strip()[:80]}",
                 detail={"trigger": kind},

@@ -241,12 +241,39 @@ def const_int(node: nodes.Node) -> float | None:
     return None
 
 
+def _sequence(node: nodes.Node) -> tuple[str, float] | None:
+    """(what is repeated, its size) for a literal string or list, or a repeat of one (`'x' * 10**5 * 10**5`)."""
+    text = const_string(node)
+    if text is not None:
+        return text, float(len(text))
+    if isinstance(node, (nodes.List, nodes.Tuple)):
+        return "[…]", float(len(node.items))
+    return _repeat(node) if isinstance(node, nodes.Mul) else None
+
+
 def _repeat(node: nodes.Mul) -> tuple[str, float] | None:
     for text_side, count_side in ((node.left, node.right), (node.right, node.left)):
-        text, count = const_string(text_side), const_int(count_side)
-        if text is not None and count is not None:
-            return text, len(text) * count
+        found, count = _sequence(text_side), const_int(count_side)
+        if found is not None and count is not None:
+            return found[0], found[1] * count
     return None
+
+
+# A `%` or `str.format` width: `'%0999999999d' | format(1)` pads to a gigabyte
+_WIDTHS = re.compile(r"%[-#0 +]*(\d+)|\{[^{}]*:[^{}]*?(\d+)[^{}]*\}")
+
+
+def _format_width(node: nodes.Node) -> int:
+    """The widest padding a constant format string asks for (`|format`, `%`, `.format`), or 0."""
+    fmt = None
+    if isinstance(node, nodes.Filter) and node.name == "format" and node.node is not None:
+        fmt = const_string(node.node)
+    elif isinstance(node, nodes.Mod):
+        fmt = const_string(node.left)
+    elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.node.attr == "format":
+        fmt = const_string(node.node.node)
+    widths = [int(a or b) for a, b in _WIDTHS.findall(fmt or "")]
+    return max(widths, default=0)
 
 
 def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
@@ -270,7 +297,7 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
                 "HCT-S009",
                 node.lineno,
                 src.column(node.lineno, "*"),
-                f"repeats {short(rep[0], 20)} into {amount} characters",
+                f"repeats {short(rep[0], 20)} into {amount} {'items' if rep[0] == '[…]' else 'characters'}",
                 construct=f"repeat {rep[0][:20]} {rep[1]:.0f}",
             )
         elif isinstance(node, nodes.Macro) and _recurses_unconditionally(node):
@@ -309,15 +336,23 @@ def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
                         construct=f"nested range {inner:.0f}",
                     )
                     continue
+            elif (width := _format_width(child)) > MAX_REPEAT_CHARS:
+                yield SafetyFinding(
+                    "HCT-S009",
+                    child.lineno,
+                    src.column(child.lineno, "format" if not isinstance(child, nodes.Mod) else "%"),
+                    f"a format string pads a value to {width:,} characters (over {MAX_REPEAT_CHARS:,})",
+                    construct=f"format width {width}",
+                )
             elif isinstance(child, nodes.Filter) and child.name in WIDTH_FILTERS and child.args:
-                width = const_int(child.args[0])
-                if width is not None and width > MAX_REPEAT_CHARS:
+                pad = const_int(child.args[0])
+                if pad is not None and pad > MAX_REPEAT_CHARS:
                     yield SafetyFinding(
                         "HCT-S009",
                         child.lineno,
                         src.column(child.lineno, child.name),
-                        f"`|{child.name}` pads to {width:,.0f} characters (over {MAX_REPEAT_CHARS:,})",
-                        construct=f"{child.name} {width:.0f}",
+                        f"`|{child.name}` pads to {pad:,.0f} characters (over {MAX_REPEAT_CHARS:,})",
+                        construct=f"{child.name} {pad:.0f}",
                     )
             yield from walk(child, inner)
 
