@@ -106,7 +106,7 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
         if isinstance(name_node, nodes.Const) and not mapped:
             continue  # a literal name: `safety._escapes` reads it
         reads[id(node)] = (node, name_node, how, on)
-        names.setdefault(id(node), []).append(folding.value(name_node, scope))
+        names.setdefault(id(node), []).extend(folding.alternatives(name_node, scope))
     for key, (node, name_node, how, on) in reads.items():
         column = src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "[")
         unsafe = [n for n in names[key] if isinstance(n, str) and unsafe_name(n)]

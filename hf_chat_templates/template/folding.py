@@ -125,6 +125,7 @@ class Folding:
         self.exhausted = False  # MAX_STEPS was reached: what was left is UNKNOWN
         self._depth = 0
         self._memo: dict[int, Any] | None = None  # values without bindings, once the constants are known
+        self._sequences: dict[str, list[Any]] = {}
         self.constants = self._constants()
         self._memo = {}
 
@@ -388,6 +389,30 @@ class Folding:
         for child in node.iter_child_nodes():
             yield from self._visit(child, scope)
 
+    def alternatives(self, node: nodes.Node, scope: dict[str, Any] | None = None) -> list[Any]:
+        """The values `node` may take: its value, or where that is unknown, its value under each value a variable
+        it reads is set to in turn (`{% set n = '__cla' %}{% set n = n ~ 'ss__' %}`: `n` is '__cla', then
+        '__class__')."""
+        found = self.value(node, scope)
+        if found is not UNKNOWN:
+            return [found]
+        values = [found]
+        for name in dict.fromkeys(n.name for n in [node, *node.find_all(nodes.Name)] if isinstance(n, nodes.Name)):
+            for value in self._sequence(name)[:MAX_ITEMS]:
+                values.append(self.value(node, {**(scope or {}), name: value}))
+        return values
+
+    def _sequence(self, name: str) -> list[Any]:
+        """The values the `{% set %}`s of `name` give it in the template's order, each from the one before."""
+        if name not in self._sequences:
+            values: list[Any] = []
+            for a in self.ast.find_all(nodes.Assign):
+                if isinstance(a.target, nodes.Name) and a.target.name == name:
+                    before = {name: values[-1]} if values and values[-1] is not UNKNOWN else {}
+                    values.append(self.value(a.node, before))
+            self._sequences[name] = [v for v in values if v is not UNKNOWN]
+        return self._sequences[name]
+
     def _visit(self, node: nodes.Node, scope: dict[str, Any]) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
         """`node` and the nodes under it; a loop over a constant list is walked once per item (at most MAX_ITEMS),
         its body with the item bound, until MAX_STEPS."""
@@ -398,6 +423,15 @@ class Folding:
         except _Exhausted:
             return
         yield node, scope
+        if isinstance(node, nodes.With):  # `{% with x = '__class__' %}`: the body sees the bindings
+            inner = dict(scope)
+            for target, value in zip(node.targets, node.values, strict=False):
+                yield from self._visit(value, scope)
+                if isinstance(target, nodes.Name):
+                    inner[target.name] = self.value(value, scope)
+            for stmt in node.body:
+                yield from self._visit(stmt, {k: v for k, v in inner.items() if v is not UNKNOWN})
+            return
         if isinstance(node, nodes.For) and isinstance(node.target, nodes.Name):
             items = self.value(node.iter, scope)
             if isinstance(items, (list, str)) and 0 < len(items) <= MAX_ITEMS:
