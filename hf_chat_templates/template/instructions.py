@@ -30,7 +30,12 @@ _DEGRADE = (
     r"(?:give|provide|answer with|state|use|return)\s+(?:\w+\s+){0,3}?(?:incorrect|wrong|false|inaccurate|misleading)"
     r"|subtly|(?:do not|don't|never)\s+refuse|you are now|pretend (?:to be|that|you)|act as if|bypass"
 )
-INSTRUCTION = re.compile(rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE})\b", re.IGNORECASE)
+# Steering: a named product recommended, a link or image slipped into answers
+_PROMOTE = (
+    r"(?:recommend|promote|endorse|advertise)\s+(?:\w+\s+){0,2}?(?-i:[A-Z])[\w-]+"
+    r"|(?:include|insert|embed|add)\s+(?:this|the|a|our)\s+(?:\w+\s+)?(?:link|url|image|pixel|reference)"
+)
+INSTRUCTION = re.compile(rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE}|{_PROMOTE})\b", re.IGNORECASE)
 
 
 def instruction(text: str) -> str | None:
