@@ -6,6 +6,13 @@ about what values to plug into functions`) is not one: the published templates s
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+
+import jinja2.nodes as nodes
+
+from .addresses import written_nodes
+from .folding import Folding
+from .safety_findings import SafetyFinding, Source, literal_value, short
 
 _HIDE = (
     r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?"
@@ -48,3 +55,30 @@ def instruction(text: str) -> str | None:
     """
     found = INSTRUCTION.search(text)
     return found.group() if found else None
+
+
+def written_instructions(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S011 without rendering: an instruction of a backdoor's kind in text the template writes, spelled (raw
+    text, a string) or computed from literals (`['Do', 'not', 'mention'] | join(' ')`). A warning, like the one the
+    prose scan gives for the same text, found here also in branches no rendering takes."""
+    written = written_nodes(ast)
+    literals = [(n, literal_value(n)) for n in ast.find_all((nodes.TemplateData, nodes.Const))]
+    seen: set[str] = set()
+    for node, value in [*literals, *folding.strings()]:
+        said = instruction(value) if isinstance(value, str) and id(node) in written else None
+        if said is None or said.lower() in seen:
+            continue
+        seen.add(said.lower())
+        at = value.find(said)
+        line = node.lineno + value.count("\n", 0, at)
+        sentence = re.split(r"(?<=[.!?])\s|\n", value[at:], maxsplit=1)[0]
+        yield SafetyFinding(
+            "HCT-S011",
+            line,
+            src.column(line, said) if isinstance(node, nodes.TemplateData | nodes.Const) else src.column(line, "{{"),
+            f"the template writes {short(sentence, 100)}: an instruction to the model ({said!r}) of the kind the "
+            "published template backdoors give, which no conversation contains",
+            severity="warning",
+            construct=sentence[:200],
+            detail={"instruction": said},
+        )

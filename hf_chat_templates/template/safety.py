@@ -43,6 +43,7 @@ from .addresses import literal_addresses
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
 from .hidden_text import hidden_unicode, homoglyph_tokens
+from .instructions import written_instructions
 from .rewrite_rules import rewrites
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -83,9 +84,13 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += _format_strings(ast, src, folding)
     found += folded_findings(ast, src, folding)
     found += rewrites(ast, src, folding)
+    found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
+    # An instruction already named as gated on a trigger or joined to content is not named twice
+    named = [f.construct for f in found if f.rule in ("HCT-S008", "HCT-S012")]
+    found = [f for f in found if f.rule != "HCT-S011" or not any(f.construct[:60] in c for c in named)]
     unique = {(f.rule, f.line, f.column, f.construct): f for f in found}
     ordered = sorted(unique.values(), key=lambda f: (f.line, f.column, f.rule))
     return tuple(SafetyFinding(**{**_fields(f), "template": name}) for f in ordered)
