@@ -332,11 +332,13 @@ def _folded_text(ast: nodes.Template, src: Source, folding: Folding) -> Iterator
     strings = list(folding.strings())
     for node, value in strings:
         column = src.column(node.lineno, "{{")
+        # What a literal of the template already shows is named there, once; here only what folding makes
         for rule, _, message, construct, detail in hidden_unicode(value):
-            yield SafetyFinding(rule, node.lineno, column, f"a string folded from literals holds {message}",
-                                construct=construct, detail=detail)  # fmt: skip
+            if construct.split(":", 1)[1] not in src.text:
+                yield SafetyFinding(rule, node.lineno, column, f"a string folded from literals holds {message}",
+                                    construct=construct, detail=detail)  # fmt: skip
         if id(node) in written:
-            for what, address in addresses_in(value):
+            for what, address in (a for a in addresses_in(value) if a[1] not in src.text):
                 yield SafetyFinding(
                     "HCT-S014",
                     node.lineno,
@@ -352,7 +354,7 @@ def _folded_text(ast: nodes.Template, src: Source, folding: Folding) -> Iterator
         chunks.append(value)
         size += 1 + len(value)
     for rule, offset, message, construct, detail in homoglyph_tokens("\n".join(chunks)):
-        if offset >= len(src.text):
+        if offset >= len(src.text) and detail["token"] not in src.text:
             line = max(lineno for start, lineno in places if start <= offset)
             yield SafetyFinding(rule, line, src.column(line, "{{"), f"{message} (in a string folded from literals)",
                                 construct=construct, detail=detail)  # fmt: skip
