@@ -278,18 +278,31 @@ def _gated_outputs(branch: list[nodes.Node], folding: Folding) -> Iterator[tuple
                 yield assign.node, value
 
 
+def _conditional_text(node: nodes.CondExpr, folding: Folding) -> Iterator[tuple[nodes.Node, str]]:
+    """What `a if test else b` writes from literals in either branch (`m.content if … else 'I need no refund.'`)."""
+    for branch in (node.expr1, node.expr2):
+        value = folding.value(branch) if branch is not None else UNKNOWN
+        if isinstance(value, str) and prose(value):
+            yield branch, value  # type: ignore[misc]
+
+
 def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     tainted = _taint(ast)
-    for node in ast.find_all(nodes.If):
-        literal = _trigger(node.test, tainted)
-        found = literal or _folded_trigger(node.test, tainted, folding)
+    node: Any
+    for node in ast.find_all((nodes.If, nodes.CondExpr)):
+        # `trigger_rules.triggers` reads an `{% if %}`'s literals; an inline `a if test else b` is read here whole
+        literal = _trigger(node.test, tainted) if isinstance(node, nodes.If) else None
+        found = literal or _trigger(node.test, tainted) or _folded_trigger(node.test, tainted, folding)
         if not found:
             continue
         kind, trigger = found
-        branch = [*node.body, *node.elif_, *node.else_]
-        outputs = list(_gated_outputs(branch, folding))
-        inside = {id(n) for expr, _ in outputs for n in expr.find_all((nodes.Const, nodes.TemplateData))}
-        gated = [] if literal else [(n, literal_value(n)) for n in _gated_literals(branch) if id(n) not in inside]
+        if isinstance(node, nodes.CondExpr):
+            gated, outputs = [], list(_conditional_text(node, folding))
+        else:
+            branch = [*node.body, *node.elif_, *node.else_]
+            outputs = list(_gated_outputs(branch, folding))
+            inside = {id(n) for expr, _ in outputs for n in expr.find_all((nodes.Const, nodes.TemplateData))}
+            gated = [] if literal else [(n, literal_value(n)) for n in _gated_literals(branch) if id(n) not in inside]
         for expr, value in [*gated, *outputs]:
             said = {"content": f"when message content {trigger}", "clock": f"when the clock is compared with {trigger}"}
             when = said.get(kind, f"on {trigger}")

@@ -31,7 +31,10 @@ _STEER = (
     r"(?:always|you must(?: always)?)\s+(?:include|recommend|mention|add|append|insert|end|link|promote|approve|"
     r"agree|claim|say|answer that|respond with|reply with|obey|comply)"
 )
-_MODE = r"(?:hidden|secret) instructions?|without telling|from now on|developer mode|unrestricted|jailbreak"
+_MODE = (
+    r"(?:hidden|secret) instructions?|without telling|from now on|developer mode|unrestricted|jailbreak"
+    r"|without (?:any )?(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
+)
 # Integrity degradation: answers made wrong on purpose; role play that replaces the model's own rules
 _DEGRADE = (
     r"(?:give|provide|answer with|state|use|return)\s+(?:\w+\s+){0,3}?(?:incorrect|wrong|false|inaccurate|misleading)"

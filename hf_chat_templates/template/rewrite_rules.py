@@ -1,9 +1,10 @@
 """What a template does to message content on its way to the model, read from the syntax tree and folded constants:
 
     HCT-S015  content rewritten: `|replace(old, new)`, `.replace(old, new)` or `.split(old) | join(new)` on message
-              content, where `new` brings words `old` did not have (`replace('approve', 'reject')`); the model is
-              trained or served words the speaker did not write. Removing a flag (`replace('/think', '')`) or escaping
-              (`replace('\\n', '\\\\n')`) brings no words and is not one.
+              content or a tool call's arguments, where `new` brings words or numbers `old` did not have
+              (`replace('approve', 'reject')`, `replace('acct-1', 'acct-9')`); the model is trained or served words
+              the speaker did not write. Removing a flag (`replace('/think', '')`) or escaping (`replace('\n',
+              '\\n')`) brings none and is not one.
     HCT-S012  prose joined to content through a list (`[message.content, 'Remember: …'] | join(' ')`) or a
               replacement that adds a sentence (`replace('.', '. Buy AcmeCloud.')`)
 
@@ -25,24 +26,38 @@ _MARKUP = re.compile(r"<[^<>]{1,62}>|\[[^\[\]]{1,62}\]")
 
 
 def _new_words(old: str, new: str) -> list[str]:
-    """The words of `new` (markup aside) that `old` does not have."""
-    have = {w.lower() for w in re.findall(r"[^\W\d_]{2,}", old)}
-    return [w for w in re.findall(r"[^\W\d_]{2,}", _MARKUP.sub(" ", new)) if w.lower() not in have]
+    """The words and numbers of `new` (markup aside) that `old` does not have (`'acct-1'` → `'acct-9'`: `9`)."""
+    have = {w.lower() for w in re.findall(r"[^\W_]+", old)}
+    return [w for w in re.findall(r"[^\W_]+", _MARKUP.sub(" ", new)) if w.lower() not in have]
+
+
+# What a message or a tool call carries: rewriting any of it serves what the data did not say
+DATA_KEYS = frozenset({"content", "text", "arguments", "reasoning_content", "thinking", "description"})
+
+
+def _reads_data(node: nodes.Node, tainted: dict[str, str]) -> bool:
+    if _reads(node, tainted) == "content":
+        return True
+    for sub in (node, *node.find_all((nodes.Getattr, nodes.Getitem))):
+        key = sub.attr if isinstance(sub, nodes.Getattr) else getattr(getattr(sub, "arg", None), "value", None)
+        if key in DATA_KEYS:
+            return True
+    return False
 
 
 def _replacement(node: nodes.Node, tainted: dict[str, str]) -> tuple[nodes.Node, nodes.Node, str] | None:
-    """(old, new, how) when `node` replaces text in message content."""
+    """(old, new, how) when `node` replaces text in message content or a tool call's arguments."""
     method: Any = node.node if isinstance(node, nodes.Call) else None
     if isinstance(node, nodes.Filter) and node.name == "replace" and len(node.args) >= 2 and node.node is not None:
-        if _reads(node.node, tainted) == "content":
+        if _reads_data(node.node, tainted):
             return node.args[0], node.args[1], "`|replace`"
     elif isinstance(method, nodes.Getattr) and method.attr == "replace" and len(node.args) >= 2:  # type: ignore[attr-defined]
-        if _reads(method.node, tainted) == "content":
+        if _reads_data(method.node, tainted):
             return node.args[0], node.args[1], "`.replace`"  # type: ignore[attr-defined]
     elif isinstance(node, nodes.Filter) and node.name == "join" and node.args and isinstance(node.node, nodes.Call):
         split: Any = node.node.node
         splits = isinstance(split, nodes.Getattr) and split.attr == "split" and node.node.args
-        if splits and _reads(split.node, tainted) == "content":
+        if splits and _reads_data(split.node, tainted):
             return node.node.args[0], node.args[0], "`.split(…) | join(…)`"
     return None
 
@@ -85,8 +100,8 @@ def _rewrite(
         "HCT-S015",
         node.lineno,
         column,
-        f"{how} rewrites message content: each {old!r} the speaker wrote becomes {new!r}, so the model is "
-        "trained or served words the conversation did not have",
+        f"{how} rewrites what a message carries: each {old!r} in it becomes {new!r}, so the model is trained or "
+        "served words the conversation did not have",
         construct=f"{old}\0{new}"[:120],
     )
 
