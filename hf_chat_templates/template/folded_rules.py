@@ -62,20 +62,27 @@ def folded_findings(ast: nodes.Template, src: Source, folding: Folding) -> Itera
 
 # ---- HCT-S001, S013: names read by attribute or subscript --------------------------------------------------------
 def _guarded(ast: nodes.Template) -> set[str]:
-    """The guarded globals, the macros, and variables set from `namespace()`, `cycler()` or `joiner()` or from one
-    of those names (`{% set f = raise_exception %}`)."""
+    """The guarded globals, the macros, and variables every `{% set %}` of which takes `namespace()`, `cycler()`,
+    `joiner()` or one of those names (`{% set f = raise_exception %}`); a variable set to something else too
+    (`{% set tools = tools.value %}` after a namespace) is not one."""
     names = set(GUARDED_GLOBALS) | {m.name for m in ast.find_all(nodes.Macro)}
+    sets: dict[str, list[nodes.Node]] = {}
+    for a in ast.find_all(nodes.Assign):
+        if isinstance(a.target, nodes.Name):
+            sets.setdefault(a.target.name, []).append(a.node)
     for _ in range(4):
         before = len(names)
-        for a in ast.find_all(nodes.Assign):
-            call = a.node
-            maker = call.node.name if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) else None
-            alias = call.name if isinstance(call, nodes.Name) else None
-            if isinstance(a.target, nodes.Name) and (maker in ("namespace", "cycler", "joiner") or alias in names):
-                names.add(a.target.name)
+        for name, values in sets.items():
+            if all(_guarded_value(v, names) for v in values):
+                names.add(name)
         if len(names) == before:
             break
     return names
+
+
+def _guarded_value(node: nodes.Node, guarded: set[str]) -> bool:
+    maker = node.node.name if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) else None
+    return maker in ("namespace", "cycler", "joiner") or (isinstance(node, nodes.Name) and node.name in guarded)
 
 
 def _base_name(node: nodes.Node) -> str | None:

@@ -113,6 +113,11 @@ CASES = [
     ),
     ("HCT-S013", "{% for m in messages %}{{ loop[m.role] }}{% endfor %}", "{{ tools[0]['function'] }}"),
     ("HCT-S013", "{% set f = raise_exception %}{{ f[key] }}", "{% set f = messages %}{{ f[0] }}"),
+    (
+        "HCT-S013",
+        "{% set t = namespace(value=[]) %}{{ t[key] }}",
+        "{% set t = namespace(value=[]) %}{% set t = t.value %}{% for i in range(2) %}{{ t[i] }}{% endfor %}",
+    ),
     ("HCT-S013", "{{ messages | map(attribute=field) | list }}", "{{ messages | map(attribute='role') | list }}"),
     (
         "HCT-S001",
