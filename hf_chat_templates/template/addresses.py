@@ -15,9 +15,9 @@ from .safety_findings import SafetyFinding, Source
 
 # Top-level domains an address in a template would use; a bare `word.word` (`functions.get_weather`,
 # `browser.search`, `message.content`) is a name, not a domain, unless it ends in one of these.
-_TLDS = (
+_TLDS = (  # not `sh`, `zip`, `mov`, `local`: file and code names (`install.sh`) end in them more often than links
     "com|net|org|io|ai|dev|app|co|me|info|biz|xyz|site|online|top|ru|cn|de|uk|fr|jp|in|us|cc|tk|ml|ga|cf|gq|ly|gg|"
-    "sh|to|link|click|example|invalid|test|local|onion|zip|mov"
+    "to|link|click|example|invalid|test|onion"
 )
 ADDRESS = re.compile(
     r"(?P<email>[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
