@@ -115,7 +115,7 @@ def _computed_access(ast: nodes.Template, src: Source, folding: Folding) -> Iter
         reads[id(node)] = (node, name_node, how, on)
         names.setdefault(id(node), []).extend(folding.alternatives(name_node, scope))
     for key, (node, name_node, how, on) in reads.items():
-        column = src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "[")
+        column = _column(src, node, name_node)
         unsafe = [n for n in names[key] if isinstance(n, str) and unsafe_name(n)]
         if unsafe:
             yield SafetyFinding(
@@ -179,6 +179,16 @@ def _attribute_filter(
                 "`__class__`, which no review of the template sees",
                 construct=f"{node.name}:{_spelled(name_node)}",
             )
+
+
+def _column(src: Source, node: nodes.Node, name_node: nodes.Node) -> int:
+    """Where `|attr(name)` or `[name]` is written: at the name when it is a variable, else at the first `attr`/`[`."""
+    row = src.lines[node.lineno - 1] if 0 < node.lineno <= len(src.lines) else ""
+    if isinstance(name_node, nodes.Name):
+        found = re.search(rf"(?:attr\s*\(\s*|\[\s*|'attr'\s*,\s*){re.escape(name_node.name)}\b", row)
+        if found:
+            return found.start() + 1
+    return src.column(node.lineno, "attr" if isinstance(node, nodes.Filter) else "[")
 
 
 def _spelled(node: nodes.Node) -> str:
