@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 Hit = tuple[str, int, str, str, dict[str, Any]]
@@ -69,25 +70,49 @@ def hidden_unicode(text: str) -> Iterator[Hit]:
         i = j
 
 
-# Letters of other scripts that look like Latin ones (Unicode's confusables, the common subset).
-CONFUSABLE = str.maketrans(
-    "АВЕЗІЈКМНОРСТУХаеіјорсуххԁɡѕһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ",
-    "ABE3IJKMHOPCTYXaeijopcyxxdgshqwABEZHIKMNOPTYXaeikvoptux",
-)
 FRAGMENT = re.compile(r"<[^<>\s]{1,62}>|\[[^\[\]\s]{1,62}\]")
 
 
+@lru_cache(maxsize=1)
+def _lookalikes() -> tuple[dict[int, str], dict[int, str]]:
+    """From Unicode's confusables (UTS #39, as `confusable_homoglyphs` ships them): every character to one member
+    of its class of look-alikes (an ASCII one where the class has one), for comparing; and each non-ASCII letter
+    that looks like an ASCII letter to that letter, for saying what a token reads as."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    canonical: dict[int, str] = {}
+    latin: dict[int, str] = {}
+    for char, glyphs in confusables_data.items():
+        if len(char) != 1:
+            continue
+        group = [char, *(g["c"] for g in glyphs if len(g["c"]) == 1)]
+        ascii_members = sorted(c for c in group if c.isascii() and c.isprintable())
+        if ascii_members:
+            canonical[ord(char)] = ascii_members[0]
+        letters = [c for c in ascii_members if c.isalpha()]
+        if not char.isascii() and unicodedata.category(char).startswith("L") and letters:
+            latin[ord(char)] = next((c for c in letters if c.islower() == char.islower()), letters[0])
+    return canonical, latin
+
+
 def skeleton(token: str) -> str:
-    """What a token looks like: compatibility forms folded (fullwidth `｜` → `|`), look-alike letters mapped."""
-    return unicodedata.normalize("NFKC", token).translate(CONFUSABLE)
+    """What a token looks like, for comparing two tokens: compatibility forms folded (fullwidth `｜` → `|`), then
+    each character mapped to its class of look-alikes in Unicode's confusables (UTS #39)."""
+    return unicodedata.normalize("NFKC", token).translate(_lookalikes()[0])
 
 
-def _scripts(token: str) -> set[str]:
-    found = set()
-    for char in token:
-        if unicodedata.category(char).startswith("L"):
-            found.add(unicodedata.name(char, "UNKNOWN").split(" ")[0])
-    return found & {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE"}
+def reads_as(token: str) -> str:
+    """The token with each letter that imitates an ASCII letter written as that letter."""
+    return unicodedata.normalize("NFKC", token).translate(_lookalikes()[1])
+
+
+def _imitations(token: str) -> list[str]:
+    """The non-ASCII letters of a token whose other letters are ASCII, that imitate an ASCII letter (the `е` of
+    `<|im_еnd|>`). A token written in one other script (`<|пользователь|>`) has no ASCII letters and none."""
+    text = unicodedata.normalize("NFKC", token)
+    if not any(c.isascii() and c.isalpha() for c in text):
+        return []
+    return [c for c in text if not c.isascii() and ord(c) in _lookalikes()[1]]
 
 
 def homoglyph_tokens(text: str) -> Iterator[Hit]:
@@ -96,15 +121,16 @@ def homoglyph_tokens(text: str) -> Iterator[Hit]:
     seen: dict[str, str] = {}
     for match in FRAGMENT.finditer(text):
         token = match.group()
-        scripts = _scripts(token)
-        if len(scripts) > 1 and skeleton(token) != token:
+        imitations = _imitations(token)
+        if imitations:
+            names = ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in imitations))
             yield (
                 "HCT-S007",
                 match.start(),
-                f"the token {token!r} mixes {' and '.join(sorted(scripts)).lower()} letters: it reads as "
-                f"{skeleton(token)!r} but tokenizes as other text",
+                f"the token {token!r} writes {names} among ASCII letters: it reads as {reads_as(token)!r} but "
+                "tokenizes as other text",
                 f"mixed:{token}",
-                {"token": token, "looks_like": skeleton(token)},
+                {"token": token, "looks_like": reads_as(token)},
             )
             continue
         other = seen.setdefault(skeleton(token), token)

@@ -12,12 +12,19 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S004  another template or file read: `{% include %}`, `{% import %}`, `{% extends %}`
     HCT-S005  a name transformers never passes that reads like Python or the process environment (`os`, `environ`)
     HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block)
-    HCT-S007  a homoglyph of a control token: letters of two scripts in one token, or two tokens that look alike
+    HCT-S007  a look-alike of a control token (Unicode's confusables): an imitating letter among ASCII ones, or two
+              tokens that look alike
     HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock
     HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
     HCT-S012  prose joined to message content in one expression: words the model reads as the speaker's
+    HCT-S013  an attribute read by a name computed at render time (`folded_rules`)
+    HCT-S014  a URL, domain or e-mail address in text the template writes (`addresses`)
+    HCT-S015  message content rewritten: a replacement that brings words the speaker did not write (`rewrite_rules`)
+
+Every rule reads what the template computes from literals as well as what it spells (`folding`, `folded_rules`):
+`['__cla', 'ss__'] | join` is `__class__`.
 """
 
 from __future__ import annotations
@@ -29,10 +36,15 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
-import jinja2.meta
+import jinja2
 import jinja2.nodes as nodes
 
+from .addresses import literal_addresses
+from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
+from .folding import Folding, undeclared_names
 from .hidden_text import hidden_unicode, homoglyph_tokens
+from .instructions import written_instructions
+from .rewrite_rules import rewrites
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .syntax import check_template_syntax, parse_environment, transformers_text
 from .trigger_rules import spliced, triggers
@@ -42,12 +54,8 @@ __all__ = ["RULES", "SafetyFinding", "prose", "scan_template"]
 MAX_RANGE = 10_000
 MAX_REPEAT_CHARS = 100_000
 MAX_LITERAL_CHARS = 8_192
-# Attributes that reach frames, code and globals without dunders (Python 2 names too, as the sandbox lists them).
-UNSAFE_ATTRIBUTES = frozenset(
-    {"mro", "func_globals", "func_code", "func_closure", "f_globals", "f_locals", "f_builtins", "f_back"}
-    | {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code"}
-    | {"im_func", "im_self", "im_class", "format_map"}
-)
+MAX_NESTED_STEPS = 1_000_000
+WIDTH_FILTERS = frozenset({"center", "indent", "wordwrap", "truncate"})
 JINJA_GLOBALS = frozenset({"cycler", "joiner", "lipsum", "self"})
 ENVIRONMENT_NAMES = frozenset(
     {"os", "sys", "environ", "env", "getenv", "subprocess", "builtins", "__builtins__", "globals", "locals"}
@@ -67,12 +75,22 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
         check_template_syntax(text, f"the {name} template")
         raise AssertionError("unreachable") from err
     found: list[SafetyFinding] = []
-    scans = (_escapes, _format_strings, _globals_and_files, _environment_names, triggers, spliced, _work, _sizes)
+    scans = [_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _nested_work, _sizes]
+    scans.append(literal_addresses)
     for rule_scan in scans:
         found += rule_scan(ast, src)
+    # The same rules on what the template computes from literals (`['__cla', 'ss__'] | join`), never rendered
+    folding = Folding(ast)
+    found += _format_strings(ast, src, folding)
+    found += folded_findings(ast, src, folding)
+    found += rewrites(ast, src, folding)
+    found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
+    # An instruction already named as gated on a trigger or joined to content is not named twice
+    named = [f.construct for f in found if f.rule in ("HCT-S008", "HCT-S012")]
+    found = [f for f in found if f.rule != "HCT-S011" or not any(f.construct[:60] in c for c in named)]
     unique = {(f.rule, f.line, f.column, f.construct): f for f in found}
     ordered = sorted(unique.values(), key=lambda f: (f.line, f.column, f.rule))
     return tuple(SafetyFinding(**{**_fields(f), "template": name}) for f in ordered)
@@ -129,23 +147,14 @@ def _format_fields(fmt: str) -> list[str]:
         return []
 
 
-def _literal_variables(ast: nodes.Template) -> dict[str, str]:
-    """Variables every `{% set %}` of which assigns one literal string (`{% set fmt = 'Today is {}' %}`)."""
-    values: dict[str, set[str | None]] = {}
-    for node in ast.find_all(nodes.Assign):
-        if isinstance(node.target, nodes.Name):
-            values.setdefault(node.target.name, set()).add(const_string(node.node))
-    return {name: next(iter(v)) for name, v in values.items() if len(v) == 1 and None not in v}  # type: ignore[misc]
-
-
-def _format_strings(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
-    literals = _literal_variables(ast)
+def _format_strings(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     for node in ast.find_all(nodes.Call):
         if not (isinstance(node.node, nodes.Getattr) and node.node.attr in ("format", "format_map")):
             continue
         method = node.node.attr
         receiver = node.node.node
-        fmt = literals.get(receiver.name) if isinstance(receiver, nodes.Name) else const_string(receiver)
+        folded = folding.value(receiver)  # a literal, a `{% set fmt = 'Today is {}' %}`, or one built of literals
+        fmt = folded if isinstance(folded, str) else None
         if fmt is None:
             if isinstance(node.node.node, nodes.Const):  # `(1).format`: not a string
                 continue
@@ -198,7 +207,7 @@ def _globals_and_files(ast: nodes.Template, src: Source) -> Iterator[SafetyFindi
 
 
 def _environment_names(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
-    undeclared = jinja2.meta.find_undeclared_variables(ast)
+    undeclared = undeclared_names(ast)  # not jinja2.meta's: its compiler computes constants (a gigabyte, maybe)
     suspicious = sorted(n for n in undeclared if n in ENVIRONMENT_NAMES or _ENV_VAR.fullmatch(n))
     for name in suspicious:
         node = next(n for n in ast.find_all(nodes.Name) if n.name == name)
@@ -237,12 +246,39 @@ def const_int(node: nodes.Node) -> float | None:
     return None
 
 
+def _sequence(node: nodes.Node) -> tuple[str, float] | None:
+    """(what is repeated, its size) for a literal string or list, or a repeat of one (`'x' * 10**5 * 10**5`)."""
+    text = const_string(node)
+    if text is not None:
+        return text, float(len(text))
+    if isinstance(node, (nodes.List, nodes.Tuple)):
+        return "[…]", float(len(node.items))
+    return _repeat(node) if isinstance(node, nodes.Mul) else None
+
+
 def _repeat(node: nodes.Mul) -> tuple[str, float] | None:
     for text_side, count_side in ((node.left, node.right), (node.right, node.left)):
-        text, count = const_string(text_side), const_int(count_side)
-        if text is not None and count is not None:
-            return text, len(text) * count
+        found, count = _sequence(text_side), const_int(count_side)
+        if found is not None and count is not None:
+            return found[0], found[1] * count
     return None
+
+
+# A `%` or `str.format` width: `'%0999999999d' | format(1)` pads to a gigabyte
+_WIDTHS = re.compile(r"%[-#0 +]*(\d+)|\{[^{}]*:[^{}]*?(\d+)[^{}]*\}")
+
+
+def _format_width(node: nodes.Node) -> int:
+    """The widest padding a constant format string asks for (`|format`, `%`, `.format`), or 0."""
+    fmt = None
+    if isinstance(node, nodes.Filter) and node.name == "format" and node.node is not None:
+        fmt = const_string(node.node)
+    elif isinstance(node, nodes.Mod):
+        fmt = const_string(node.left)
+    elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.node.attr == "format":
+        fmt = const_string(node.node.node)
+    widths = [int(a or b) for a, b in _WIDTHS.findall(fmt or "")]
+    return max(widths, default=0)
 
 
 def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
@@ -266,7 +302,7 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
                 "HCT-S009",
                 node.lineno,
                 src.column(node.lineno, "*"),
-                f"repeats {short(rep[0], 20)} into {amount} characters",
+                f"repeats {short(rep[0], 20)} into {amount} {'items' if rep[0] == '[…]' else 'characters'}",
                 construct=f"repeat {rep[0][:20]} {rep[1]:.0f}",
             )
         elif isinstance(node, nodes.Macro) and _recurses_unconditionally(node):
@@ -278,6 +314,54 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
                 "interpreter stops it",
                 construct=f"macro {node.name}",
             )
+
+
+def _range_size(node: nodes.Node) -> float:
+    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
+        return max((s for s in (const_int(a) for a in node.args) if s is not None), default=0.0)
+    return 0.0
+
+
+def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+    """Loops over constant ranges inside one another (each under MAX_RANGE, their product not), and a filter
+    that pads to a constant width (`'x' | center(10**9)`)."""
+
+    def walk(node: nodes.Node, steps: float) -> Iterator[SafetyFinding]:
+        for child in node.iter_child_nodes():
+            inner = steps
+            if isinstance(child, nodes.For) and (size := _range_size(child.iter)):
+                inner = steps * size
+                if inner > MAX_NESTED_STEPS and steps > 1 and size <= MAX_RANGE:
+                    yield SafetyFinding(
+                        "HCT-S009",
+                        child.lineno,
+                        src.column(child.lineno, "range"),
+                        f"loops over constant ranges nested {inner:,.0f} steps deep (over {MAX_NESTED_STEPS:,}): "
+                        "each loop is small, their product is not",
+                        construct=f"nested range {inner:.0f}",
+                    )
+                    continue
+            elif (width := _format_width(child)) > MAX_REPEAT_CHARS:
+                yield SafetyFinding(
+                    "HCT-S009",
+                    child.lineno,
+                    src.column(child.lineno, "format" if not isinstance(child, nodes.Mod) else "%"),
+                    f"a format string pads a value to {width:,} characters (over {MAX_REPEAT_CHARS:,})",
+                    construct=f"format width {width}",
+                )
+            elif isinstance(child, nodes.Filter) and child.name in WIDTH_FILTERS and child.args:
+                pad = const_int(child.args[0])
+                if pad is not None and pad > MAX_REPEAT_CHARS:
+                    yield SafetyFinding(
+                        "HCT-S009",
+                        child.lineno,
+                        src.column(child.lineno, child.name),
+                        f"`|{child.name}` pads to {pad:,.0f} characters (over {MAX_REPEAT_CHARS:,})",
+                        construct=f"{child.name} {pad:.0f}",
+                    )
+            yield from walk(child, inner)
+
+    yield from walk(ast, 1.0)
 
 
 def _recurses_unconditionally(macro: nodes.Macro) -> bool:

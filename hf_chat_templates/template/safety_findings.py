@@ -75,6 +75,22 @@ RULES: dict[str, tuple[str, str, str]] = {
         "warning",
         "write template text outside the message's content (a system turn, or documented text of its own)",
     ),
+    "HCT-S013": (
+        "computed-attribute",
+        "error",
+        "read the attribute by its literal name (`x.name`, `x['name']`); a name computed at render time can be any",
+    ),
+    "HCT-S014": (
+        "embedded-address",
+        "warning",
+        "remove the URL, domain or e-mail address from the template; a link the model needs comes from the caller",
+    ),
+    "HCT-S015": (
+        "content-rewritten",
+        "error",
+        "write message content as given: a template that changes what the speaker wrote trains and serves words the "
+        "data did not say",
+    ),
 }
 
 

@@ -28,7 +28,7 @@ from ..template.rendering import named_template
 from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
 from ..tokenizer.folder import CHAT_TEMPLATE_FILE, load_tokenizer, read_folder
-from .checks import CHECK_CAUSES, CHECKS, check_ids
+from .checks import CHECK_CAUSES, CHECKS, PROBE_FREE, check_ids
 from .checks.engines import begin as begin_engines
 from .checks.engines import prestart as prestart_engines
 from .context import VerifyContext
@@ -151,22 +151,27 @@ def verify_with_context(
         results = run_checks(ctx, wanted)
     finally:  # workers begun early and never asked (the folder or template failed to load): ended now
         json_worker.close_idle()
+    probed = not set(wanted) <= PROBE_FREE  # the header's capabilities and tokens render the probe suite
     return VerificationReport(
         source=str(source),
         family=fam.name if fam else None,
         variant=var.name if var else None,
         tokenizer=str(path),
         versions=_versions(),
-        capabilities=ctx.capabilities,
+        capabilities=ctx.capabilities if probed else {},
         checks=results,
-        tokens={
-            "control_tokens": list(ctx.control_tokens),
-            "stop_tokens": list(ctx.stop_tokens),
-            "tokens_from": ctx.tokens.origin,
-            "token_notes": list(ctx.tokens.notes),
-            "tool_call_ids": ctx.id_format,
-        },
+        tokens=_header_tokens(ctx) if probed else {},
     ), ctx
+
+
+def _header_tokens(ctx: VerifyContext) -> dict[str, Any]:
+    return {
+        "control_tokens": list(ctx.control_tokens),
+        "stop_tokens": list(ctx.stop_tokens),
+        "tokens_from": ctx.tokens.origin,
+        "token_notes": list(ctx.tokens.notes),
+        "tool_call_ids": ctx.id_format,
+    }
 
 
 def _family_hint(choice: TemplateChoice) -> str | None:

@@ -51,7 +51,7 @@ def format_report(report: VerificationReport, *, verbose: bool = False, all_flag
     title = f"{report.family}/{report.variant}" if report.family else "template"
     lines = [f"verify {title} on {report.tokenizer}"]
     caps = ", ".join(f"{k}={v if v in ('yes', 'no', 'untested') else 'error'}" for k, v in report.capabilities.items())
-    lines.append(f"  reads: {caps}")
+    lines.append(f"  reads: {caps or 'not probed (the checks run render no probe)'}")
     if report.tokens:
         stops = " ".join(report.tokens["stop_tokens"]) or "none"
         lines.append(f"  stop tokens: {stops} ({report.tokens['tokens_from']})")

@@ -73,6 +73,9 @@ RECORD_CHECKS: tuple[tuple[str, RecordCheck], ...] = (
     ("injection", tokens.injection_record),
 )
 RECORD_CHECK_IDS = ("renders", *(check_id for check_id, _ in RECORD_CHECKS))
+# The checks that render no probe: a run of only these reports no capabilities and no inferred tokens, which the
+# report's header would otherwise render the probe suite for (`verify --only template-safety` stays static and fast).
+PROBE_FREE = frozenset({"template-safety"})
 # Reported, never failed: the content is the user's; `sanitize_control_tokens=True` is the fix.
 WARNING_ONLY = frozenset({"injection"})
 

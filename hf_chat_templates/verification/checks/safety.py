@@ -1,26 +1,23 @@
 """`template-safety`: what a template reaches for, hides or says on a trigger, read from its syntax tree and text
-(`template.safety`, nothing rendered), then the prose it adds to the model's view, found by rendering differences
-(HCT-S011, info for a human to judge; text holding a placeholder such as `{system_message}` is `structure`'s
-warning instead). A template the static rules distrust (an error or a warning) is not rendered here at all: the
-result says the prose scan was skipped and why."""
+(`template.safety`, nothing rendered), then the prose it adds to the model's view, found by rendering conversations
+shaped to take its branches under a strict budget (`safety_prose`, HCT-S011: a warning for an instruction of a
+backdoor's kind, else info for a human to judge). The probe suite is never rendered here, so `verify --only
+template-safety` stays fast on a template that loops for minutes. A template the static rules distrust (an error or
+a warning) is not rendered here at all: the result says the prose scan was skipped and why."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from ...conversations.probes import Probe
 from ...errors import TemplateError
-from ...template.placeholders import placeholders_written
-from ...template.safety import SafetyFinding, prose, scan_template
+from ...template.safety import SafetyFinding, scan_template
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, verdict
+from .safety_prose import cut_finding, prose_scan
 
 PASSED = "no sandbox escape, file access, hidden text, look-alike token, trigger-gated text or unbounded work"
 HINT = "see each finding's fix; accept a finding you have reviewed with verify --baseline FILE and a reason"
-# Probes whose every string is plain content: what is left of their rendering once those strings, the control
-# tokens and the role names are taken out is what the template itself adds.
-_ROLES = ("system", "user", "assistant", "tool", "model", "developer", "ipython")
 
 
 def static_findings(ctx: VerifyContext) -> list[SafetyFinding]:
@@ -35,65 +32,6 @@ def static_findings(ctx: VerifyContext) -> list[SafetyFinding]:
         except TemplateError:
             continue  # `renders` reports the syntax error with its line
     return found
-
-
-def _plain(probe: Probe) -> bool:
-    return probe.tools is None and all(
-        isinstance(m.get("content"), str) and set(m) <= {"role", "content"} for m in probe.messages
-    )
-
-
-def _strings(probe: Probe, control_tokens: tuple[str, ...]) -> set[str]:
-    """What the conversation itself brings: each content, trimmed and line by line (templates trim; a short line
-    such as `end` is left out, as it would cut words of the template's own text), and the control tokens."""
-    found = set(t for t in control_tokens if t)
-    for m in probe.messages:
-        content = m["content"]
-        rows = [row.strip() for row in content.split("\n")]
-        found |= {content, content.strip(), *(row for row in rows if len(row) >= 12)} - {""}
-    return found
-
-
-def _template_place(template: str, text: str) -> tuple[int, int] | None:
-    """Where the template writes `text` as a literal (its first line), 1-based, or None when it builds it."""
-    first = next((row.strip() for row in text.split("\n") if row.strip()), "")[:40]
-    at = template.find(first) if first else -1
-    if at < 0:
-        return None
-    return template.count("\n", 0, at) + 1, at - (template.rfind("\n", 0, at) + 1) + 1
-
-
-def added_prose(ctx: VerifyContext, limit: int = 12) -> list[SafetyFinding]:
-    """HCT-S011: text in a probe's rendering that the conversation did not contain, once per distinct text."""
-    seen: dict[str, SafetyFinding] = {}
-    for probe in [p for p in ctx.probes if _plain(p)][:limit]:
-        rendered = ctx.render(probe)
-        if not rendered.ok:
-            continue
-        rest = rendered.text or ""
-        for s in sorted(_strings(probe, ctx.control_tokens), key=len, reverse=True):
-            rest = rest.replace(s, "\0")
-        for piece in rest.split("\0"):
-            words = "\n".join(r for r in piece.split("\n") if r.strip().lower() not in _ROLES).strip()
-            if any(words in text for text in seen) or not prose(words, words=3):
-                continue
-            if any(placeholders_written(ctx.template, words)):
-                continue  # `structure` reports the placeholder written as text, as a warning, with this text
-            line, column = _template_place(ctx.template, words) or (1, 1)
-            seen[words] = SafetyFinding(
-                "HCT-S011",
-                line,
-                column,
-                f"probe {probe.id}: the template adds {_quote(words)} to what the model reads; the conversation "
-                "did not contain it (read it: documented system text, or an instruction the model should not get?)",
-                construct=words[:200],
-                detail={"probe": probe.id, "text": words[:2000]},
-            )
-    return list(seen.values())
-
-
-def _quote(text: str, width: int = 100) -> str:
-    return repr(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def as_finding(f: SafetyFinding) -> Finding:
@@ -123,6 +61,7 @@ def template_safety(ctx: VerifyContext) -> CheckResult:
             "rendered"
         )
     else:
-        found += added_prose(ctx)
-        note = "prose scan: plain probes rendered, their own text and control tokens taken out"
+        scan = prose_scan(ctx)
+        found += scan.findings + ([cut_finding(scan)] if scan.cut else [])
+        note = scan.note
     return safety_result(found, {"prose_scan": note})

@@ -1,0 +1,192 @@
+"""Conversations shaped to take the branches a template's syntax tree shows, for the prose scan (HCT-S011): plain
+(served and as trained), every role it tests for, tools with a call and a result (and a tool at each name it
+compares a name with), a long conversation, content as parts, documents, the keywords it reads set (and each at
+the literals it compares it with), and content holding each literal it compares content with (`in`, `==`,
+`startswith`). Built from the syntax tree; rendering them
+is the caller's (see verification.checks.safety_prose), under a budget.
+
+Each `Case` lists the strings it brings (`data`), so that what a rendering holds beyond them, the control tokens and
+the role names is what the template itself wrote."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .analysis import STANDARD_VARIABLES
+from .folding import Folding, undeclared_names
+from .syntax import parse_environment
+from .trigger_rules import _reads, _taint
+
+ROLES = ("system", "user", "assistant", "tool")
+MAX_LITERALS = 24  # branch literals tried, one conversation each
+LONG_TURNS = 14
+_TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conversation to render: what it is for, its messages, tools and keywords, and every string it brings."""
+
+    name: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    generation: bool = True  # add_generation_prompt
+
+    @property
+    def data(self) -> list[str]:
+        """The strings the conversation brings for the template to write: each content, each call's name and
+        arguments, each tool as JSON with its name and description, each string keyword (not the roles and keys,
+        which are words a template's own text uses)."""
+        found = [m["content"] for m in self.messages if isinstance(m.get("content"), str)]
+        lists = [m["content"] for m in self.messages if isinstance(m.get("content"), list)]
+        for value in [*lists, *(p for parts in lists for p in parts)]:  # written whole: Python's repr, or JSON
+            found += [str(value), json.dumps(value, ensure_ascii=False)]
+        found += [p["text"] for parts in lists for p in parts if isinstance(p.get("text"), str)]
+        for m in self.messages:
+            for call in m.get("tool_calls") or []:
+                arguments = call["function"]["arguments"]
+                found += [call["function"]["name"], json.dumps(arguments, ensure_ascii=False)]
+                found += [v for v in arguments.values() if isinstance(v, str)]
+        for tool in self.tools or []:
+            function = tool["function"]
+            found += [function["name"], function["description"]]
+            for value in (tool, function, function["parameters"]):  # `| tojson`, `| tojson(indent=2 or 4)`
+                found += [json.dumps(value, ensure_ascii=False, indent=indent) for indent in (None, 2, 4)]
+        found += [v for v in self.kwargs.values() if isinstance(v, str)]
+        for document in self.kwargs.get("documents") or []:  # RAG templates: `documents` is a keyword too
+            found += [v for v in document.values() if isinstance(v, str)]
+        return found
+
+
+def _literals(ast: nodes.Template, folding: Folding) -> tuple[list[str], list[str]]:
+    """(roles, content literals): the strings the template compares a role with, and those it compares or tests
+    message content with."""
+    tainted = _taint(ast)
+    roles: list[str] = []
+    content: list[str] = []
+    for node in ast.find_all(nodes.Compare):
+        sides = [node.expr, *(op.expr for op in node.ops)]
+        is_role = any(
+            (isinstance(s, nodes.Getattr) and s.attr == "role")
+            or (isinstance(s, nodes.Getitem) and isinstance(s.arg, nodes.Const) and s.arg.value == "role")
+            for s in sides
+        )
+        reads_content = any(_reads(s, tainted) == "content" for s in sides)
+        for side in sides:
+            value = folding.value(side)
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and v.strip():
+                    (roles if is_role else content if reads_content else []).append(v)
+    for call in ast.find_all(nodes.Call):
+        method: Any = call.node
+        tests = isinstance(method, nodes.Getattr) and method.attr in _TEXT_TESTS and call.args
+        if tests and _reads(method.node, tainted) == "content":
+            value = folding.value(call.args[0])
+            if isinstance(value, str) and value.strip():
+                content.append(value)
+    return list(dict.fromkeys(roles)), list(dict.fromkeys(content))[:MAX_LITERALS]
+
+
+def _named(ast: nodes.Template, folding: Folding, undeclared: set[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(keyword, literal) pairs the template compares a keyword with (`user_tier == 'gold'`), and the literals it
+    compares a `name` with (`tool.function.name == 'transfer_funds'`)."""
+    keywords: list[tuple[str, str]] = []
+    names: list[str] = []
+    for node in ast.find_all(nodes.Compare):
+        sides = [node.expr, *(op.expr for op in node.ops)]
+        values = [v for v in (folding.value(s) for s in sides) if isinstance(v, str) and v.strip()]
+        for side in sides:
+            if isinstance(side, nodes.Name) and side.name in undeclared:
+                keywords += [(side.name, v) for v in values]
+            key = side.attr if isinstance(side, nodes.Getattr) else getattr(side, "arg", None)
+            key = key.value if isinstance(key, nodes.Const) else key
+            if key == "name":
+                names += [v for v in values if v.isidentifier()]
+    return list(dict.fromkeys(keywords))[:MAX_LITERALS], list(dict.fromkeys(names))[:MAX_LITERALS]
+
+
+def _tools(name: str = "lookup_record") -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": "Looks up a record by its number",
+                "parameters": {"type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]},
+            },
+        }
+    ]
+
+
+def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[Case]:
+    """The conversations that take the branches `template` shows, plain first. `kwargs` are the caller's own (kept);
+    the keywords the template reads beyond them are set to true in one case."""
+    ast = parse_environment().parse(template)
+    folding = Folding(ast)
+    roles, literals = _literals(ast, folding)
+    base = dict(kwargs or {})
+    plain = [
+        {"role": "system", "content": "System text qx1."},
+        {"role": "user", "content": "First question qx2?"},
+        {"role": "assistant", "content": "First answer qx3."},
+        {"role": "user", "content": "Second question qx4?"},
+    ]
+    # A plain conversation as served (a generation prompt) and as trained (none, ending on the assistant's turn)
+    answered = [*plain, {"role": "assistant", "content": "Second answer qx5."}]
+    cases = [Case("plain", plain, kwargs=base), Case("plain, as trained", answered, kwargs=base, generation=False)]
+    every = [r for r in (*ROLES, *roles) if r not in ("system",)]
+    cases.append(
+        Case(
+            "every role",
+            [{"role": "system", "content": "Role text qr0."}]
+            + [{"role": r, "content": f"Role text qr{i + 1}."} for i, r in enumerate(dict.fromkeys(every))]
+            + [{"role": "user", "content": "Closing question qr9?"}],
+            kwargs=base,
+        )
+    )
+    undeclared = undeclared_names(ast) - STANDARD_VARIABLES
+    keywords, tool_names = _named(ast, folding, undeclared)
+    for tool in ["lookup_record", *tool_names]:
+        name = "tools" if tool == "lookup_record" else f"a tool named {tool!r}"
+        cases.append(Case(name, _tool_conversation(tool), tools=_tools(tool), kwargs=base))
+    long = [{"role": "system", "content": "Long system ql0."}]
+    long += [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
+    ]
+    cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
+    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
+    cases.append(Case("content parts", parts, kwargs=base))
+    if "documents" in undeclared_names(ast):
+        documents = [{"title": "Record qd1", "text": "Record text qd2."}]
+        cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
+    read = sorted(undeclared - set(base))
+    if read:
+        cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
+    for keyword, value in keywords:
+        if keyword not in base:
+            cases.append(Case(f"keyword {keyword}={value!r}", plain, kwargs={**base, keyword: value}))
+    for literal in literals:
+        messages = [
+            {"role": "system", "content": literal},
+            {"role": "user", "content": literal},
+            {"role": "assistant", "content": f"{literal} qb1"},
+            {"role": "user", "content": f"qb2 {literal}"},
+        ]
+        cases.append(Case(f"content {literal!r}", messages, kwargs=base))
+    return cases
+
+
+def _tool_conversation(tool: str) -> list[dict[str, Any]]:
+    call = {"type": "function", "function": {"name": tool, "arguments": {"number": "qt7"}}}
+    return [
+        {"role": "user", "content": "Find record qt1."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call0qt1x", **call}]},
+        {"role": "tool", "content": "Record qt2 found.", "tool_call_id": "call0qt1x", "name": tool},
+        {"role": "assistant", "content": "It is found qt3."},
+        {"role": "user", "content": "Thanks qt4."},
+    ]

@@ -1,0 +1,159 @@
+"""HCT-S011: the prose a template adds to what the model reads, found by rendering conversations shaped to take
+each branch its syntax tree shows (`template.coverage`) and taking out everything the conversation brought, the
+control tokens and the role names. Prose that addresses the model as a backdoor's instruction (`template.
+instructions`) is a warning, the rest info.
+
+The renders are the check's own, under a strict budget (`COVERAGE_LIMITS`: CPU time per render and in all, output
+size, memory), never the probe suite's: a template that loops for minutes costs this scan about a second, and the
+finding says when the budget cut the scan short."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import jinja2
+
+from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
+from ...template.coverage import Case, coverage_cases
+from ...template.folding import Folding
+from ...template.instructions import instruction
+from ...template.limits import RenderBudget, RenderLimits
+from ...template.placeholders import placeholders_written
+from ...template.rendering import Renderer
+from ...template.safety import SafetyFinding, prose
+from ...template.syntax import parse_environment
+from ..context import VerifyContext
+
+# One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
+COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
+MAX_CASES = 40
+_COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
+ROLE_WORDS = ("system", "user", "assistant", "tool", "model", "developer", "ipython", "function")
+
+
+@dataclass(frozen=True)
+class ProseScan:
+    findings: list[SafetyFinding]
+    rendered: int
+    planned: int
+    cut: str | None  # the limit that stopped the scan, when one did
+
+    @property
+    def note(self) -> str:
+        if self.cut is None:
+            return f"prose scan: {self.rendered} coverage render(s) (roles, tools, a long chat, keywords, branches)"
+        return f"prose scan cut by its render budget after {self.rendered} of {self.planned} render(s): {self.cut}"
+
+
+def _markers(ctx: VerifyContext, template: str) -> set[str]:
+    """What a rendering holds that is not prose of the template's: control tokens (the tokenizer's special added
+    tokens, control-token shapes) and bracketed fragments the template writes."""
+    found = {t for t, tok in ctx.added_tokens.items() if getattr(tok, "special", False) and t.strip()}
+    return found | set(literal_fragments(template))
+
+
+def _added(text: str, case: Case, markers: set[str]) -> list[str]:
+    """The pieces of a rendering that the conversation did not bring, each trimmed of role-name lines."""
+    rest = CONTROL_TOKEN_SHAPES.sub("\0", text)
+    strings = {s for s in case.data if s.strip()} | {s.strip() for s in case.data if s.strip()}
+    for s in sorted(strings | markers, key=len, reverse=True):
+        rest = rest.replace(s, "\0")
+    pieces = []
+    for piece in rest.split("\0"):
+        rows = [r for r in piece.split("\n") if r.strip().strip(":").lower() not in ROLE_WORDS]
+        words = "\n".join(rows).strip()
+        if prose(words, words=3):
+            pieces.append(words)
+    return pieces
+
+
+def _place(template: str, text: str) -> tuple[int, int]:
+    """Where the template writes `text` (its first line), 1-based: as a literal outside comments, else the
+    expression that folds to it (`['Do', 'not'] | join(' ')`), else (1, 1)."""
+    first = next((row.strip() for row in text.split("\n") if row.strip()), "")[:40]
+    if not first:
+        return 1, 1
+    visible = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), template)
+    at = visible.find(first)
+    if at >= 0:
+        return template.count("\n", 0, at) + 1, at - (template.rfind("\n", 0, at) + 1) + 1
+    try:
+        folded = Folding(parse_environment().parse(template)).strings()
+        return next((node.lineno, 1) for node, value in folded if first in value)
+    except (jinja2.TemplateSyntaxError, StopIteration):
+        return 1, 1
+
+
+def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> SafetyFinding:
+    line, column = _place(ctx.template if template_name == "default" else ctx.tool_template or "", words)
+    said = instruction(words)
+    kind = (
+        f"an instruction to the model ({said!r}) the conversation did not contain"
+        if said
+        else "text the conversation did not contain (documented system text, or an instruction the model "
+        "should not get?)"
+    )
+    return SafetyFinding(
+        "HCT-S011",
+        line,
+        column,
+        f"rendering {case.name}: the template adds {_quote(words)} to what the model reads: {kind}",
+        severity="warning" if said else "info",
+        construct=words[:200],
+        template=template_name,
+        detail={"probe": None, "case": case.name, "text": words[:2000], "instruction": said},
+    )
+
+
+def _quote(text: str, width: int = 100) -> str:
+    return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def prose_scan(ctx: VerifyContext) -> ProseScan:
+    """Render the coverage conversations of the template under COVERAGE_LIMITS; one finding per distinct text."""
+    budget = RenderBudget(COVERAGE_LIMITS)
+    renderer = Renderer(
+        ctx.tokenizer, ctx.template, ctx.kwargs, COVERAGE_LIMITS, tool_template=ctx.tool_template, budget=budget
+    )
+    try:
+        cases = coverage_cases(ctx.template, ctx.kwargs)
+        if ctx.tool_template is not None:
+            cases += [c for c in coverage_cases(ctx.tool_template, ctx.kwargs) if c.tools is not None]
+    except jinja2.TemplateSyntaxError:  # `renders` reports it with its line
+        return ProseScan([], 0, 0, None)
+    cases = cases[:MAX_CASES]
+    markers = _markers(ctx, ctx.template) | (_markers(ctx, ctx.tool_template) if ctx.tool_template else set())
+    seen: dict[str, SafetyFinding] = {}
+    rendered = 0
+    for case in cases:
+        if budget.stopped is not None or budget.seconds_left <= 0:
+            break
+        extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
+        result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+        rendered += 1
+        if not result.ok:
+            continue
+        name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
+        for words in _added(result.text or "", case, markers):
+            if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
+                continue  # a placeholder written as text is `structure`'s warning, with this text
+            seen[words] = _finding(ctx, case, words, name)
+    cut = budget.stopped or (None if rendered == len(cases) else "the scan's time budget was spent")
+    if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
+        cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
+    return ProseScan(list(seen.values()), rendered, len(cases), cut)
+
+
+def cut_finding(scan: ProseScan) -> SafetyFinding:
+    """An info finding saying the budget cut the scan: prose the later renders would show was not read."""
+    return SafetyFinding(
+        "HCT-S011",
+        1,
+        1,
+        f"the prose scan rendered {scan.rendered} of {scan.planned} coverage conversations before its budget ran "
+        f"out ({scan.cut}); text the others would show was not read",
+        severity="info",
+        construct="prose-scan-cut",
+        detail={"probe": None},
+    )
