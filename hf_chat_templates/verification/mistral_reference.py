@@ -47,7 +47,12 @@ PROBE_IDS = (
     "parallel-tool-calls",
 )
 # The format's skeleton, which decides the version: one turn, one answer, a system message, tools, a call and result.
+# A version matches when its tokens on the first five are the template's but for whitespace (a space too many or
+# too few is a difference to report, not another format); among those, the closest on all six wins, counted in
+# characters: whitespace tells SentencePiece formats from tekken ones, the call and its result v2 from v3 and
+# v7, v11, v13 apart (how a result's content is escaped is a difference to report too).
 SKELETON = ("generation-prompt", "plain", "plain@1", "system@2", "tools-declared@1", "tool-call@3")
+REQUIRED = SKELETON[:5]
 TOOL_MARKUP = ("[AVAILABLE_TOOLS]", "[TOOL_CALLS]", "[TOOL_RESULTS]")
 BOS, EOS = "<s>", "</s>"
 _SPM_FILES = {
@@ -269,6 +274,7 @@ def compare_case(version: str, case: Case, text: str, default_system: str | None
     if got == expected:
         return {"equal": len(got)}
     apart = _apart(version, got, expected) if case.id in SKELETON else None
+    same_shape = _shape(version, got) == _shape(version, expected)
     i = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
     theirs = _text(version, pieces(version, expected[i : i + 6])).strip()
     wanted = [
@@ -278,7 +284,9 @@ def compare_case(version: str, case: Case, text: str, default_system: str | None
     ]
     return {
         "wanted": wanted[0] if wanted else None,
+        "wanted_role": case.messages[wanted[0]]["role"] if wanted else None,
         "apart": apart,
+        "same_shape": same_shape,
         "at": i,
         "message": _message_at(version, case, i, default_system),
         "template": pieces(version, got[i : i + 6]),
@@ -287,6 +295,14 @@ def compare_case(version: str, case: Case, text: str, default_system: str | None
         "template_ids": got[i : i + 6],
         "reference_ids": expected[i : i + 6],
     }
+
+
+_WHITESPACE = re.compile(r"\s|▁|<0x0[9AD]>|<0x20>")
+
+
+def _shape(version: str, ids: list[int]) -> str:
+    """The tokens written out with every whitespace taken away: what a missing or extra space does not change."""
+    return _WHITESPACE.sub("", "".join(pieces(version, ids)))
 
 
 def _apart(version: str, got: list[int], expected: list[int]) -> int:
@@ -366,21 +382,22 @@ class Match:
 def _score(outcome: dict[str, Any], skeleton: list[str]) -> tuple[bool, int, int, int]:
     found = [outcome[c] for c in skeleton if c in outcome]
     counted = [o for o in found if "unsupported" not in o]
+    alike = [outcome.get(c, {}) for c in skeleton if c in REQUIRED]
+    plain = all("unsupported" not in outcome.get(c, {"unsupported": ""}) for c in ("generation-prompt", "plain@1"))
+    matched = plain and all("equal" in o or o.get("same_shape") for o in alike if "unsupported" not in o)
     equal = sum(1 for o in counted if "equal" in o)
-    plain = all("equal" in outcome.get(c, {}) for c in ("generation-prompt", "plain@1"))
-    matched = plain and equal == len(counted)
-    return matched, equal, -(len(found) - len(counted)), -sum(o.get("apart") or 0 for o in counted)
+    return matched, -(len(found) - len(counted)), -sum(o.get("apart") or 0 for o in counted), equal
 
 
 def choose(outcomes: dict[str, dict[str, Any]], compared: list[Case]) -> Match:
-    """The version whose skeleton outcomes are closest: all equal first, then most equal, fewest unexpressible,
-    fewest characters apart (the reference written out as text, `▁` as a space) where they differ; the first of
+    """The version whose skeleton outcomes are closest: alike but for whitespace first, then fewest it cannot
+    express, fewest characters apart (the tokens written out as text, `▁` as a space), most equal; the first of
     VERSIONS among equals."""
     ids = {c.id for c in compared}
     skeleton = [c for c in SKELETON if c in ids]
     scores = {v: _score(outcomes[v], skeleton) for v in outcomes}
     best = max(outcomes, key=lambda v: (scores[v], -VERSIONS.index(v)))
-    same = tuple(v for v in outcomes if v != best and scores[v][:3] == scores[best][:3] and scores[best][0])
+    same = tuple(v for v in outcomes if v != best and scores[v] == scores[best] and scores[best][0])
     return Match(best, scores[best][0], same, tuple(skeleton))
 
 
@@ -397,16 +414,17 @@ def _text(version: str, toks: list[str]) -> str:
 def fix_for(version: str, difference: dict[str, Any]) -> str:
     """The change that makes the template write what mistral-common encodes at the first difference."""
     ours, theirs = _text(version, difference["template"]), _text(version, difference["reference"])
-    if difference.get("wanted") is not None:
-        return (
-            f"write message {difference['wanted']}'s content here, where mistral-common {version} writes it "
-            "(before v7 the system message opens the last user turn; from v7 on it is written between "
-            "[SYSTEM_PROMPT] and [/SYSTEM_PROMPT] where it stands)"
-        )
     if theirs.startswith(" ") and not ours.startswith(" ") and theirs.lstrip(" ")[:1] == ours[:1]:
         return "write a space before this text: mistral-common encodes it with its leading space (▁)"
     if ours.startswith(" ") and not theirs.startswith(" ") and ours.lstrip(" ")[:1] == theirs[:1]:
         return "remove the space the template writes here: mistral-common encodes the text without it"
+    if difference.get("wanted") is not None:
+        return (
+            f"write message {difference['wanted']} ({difference.get('wanted_role')})'s content here, where "
+            f"mistral-common {version} writes it "
+            "(before v7 the system message opens the last user turn; from v7 on it is written between "
+            "[SYSTEM_PROMPT] and [/SYSTEM_PROMPT] where it stands)"
+        )
     if '\\"' in ours and '\\"' not in theirs:
         return (
             "write the JSON value once: the template encodes a JSON string again (e.g. `arguments|tojson` on "

@@ -138,7 +138,7 @@ def mistral_parity(ctx: VerifyContext) -> CheckResult:
     severity = "error" if mr.claims_official(ctx.template, provenance) else "warning"
     findings = [_mistral_finding(match.version, c, found[c], severity) for c in found if "at" in found[c]]
     equal = sum(1 for o in found.values() if "equal" in o)
-    same = f" (the same on these probes as {', '.join(match.same)})" if match.same else ""
+    same = f" (as close: {', '.join(match.same)})" if match.same else ""
     result = verdict(
         "reference-parity",
         findings,
