@@ -220,3 +220,41 @@ def test_the_worker_gives_what_is_computed_here(folder: Path) -> None:
     from_worker = ctx.begun_references()[MISTRAL]
     ctx.begun_references = None
     assert from_worker == mistral_outcomes(ctx)[2]
+
+
+def test_verify_begins_the_mistral_worker_before_the_tokenizer_loads(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder whose own template is Mistral's: the mistral-common worker is begun before the tokenizer loads
+    (it loads eight vocabularies meanwhile) and is the one asked; the report is the one computed without it."""
+    import shutil
+
+    from hf_chat_templates.template.engines import json_worker
+    from hf_chat_templates.verification import runner
+
+    shipped = tmp_path / "nemo"
+    shutil.copytree(folder, shipped)
+    (shipped / "chat_template.jinja").write_text(NEMO, encoding="utf-8")
+    only = ["reference-parity"]
+    with monkeypatch.context() as late:
+        late.setattr(runner, "_prestart", lambda *args: None)
+        late.setattr(runner, "begin_references", lambda ctx: None)
+        here = runner.verify(shipped, only=only)
+    begun: list[tuple[str, bool]] = []
+    popen = json_worker._popen
+    monkeypatch.setattr(json_worker, "_popen", lambda command: begun.append((command[-1], loaded)) or popen(command))
+    loaded = False
+    load = runner.load_tokenizer
+
+    def load_tokenizer(*args: object) -> object:
+        nonlocal loaded
+        loaded = True
+        return load(*args)
+
+    monkeypatch.setattr(runner, "load_tokenizer", load_tokenizer)
+    report = runner.verify(shipped, only=only)
+    assert begun == [(MISTRAL, False)]
+    seen = [(r.status, r.message, r.hint) for r in report.checks]
+    assert seen == [(r.status, r.message, r.hint) for r in here.checks]
+    assert report.checks[0].status == "warn"
+    assert not json_worker._IDLE
