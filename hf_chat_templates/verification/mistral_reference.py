@@ -260,6 +260,12 @@ def pieces(version: str, ids: list[int]) -> list[str]:
     return [inner.id_to_piece(i) for i in ids]
 
 
+def token_texts(version: str, ids: list[int]) -> list[tuple[int, str, bool]]:
+    """(id, its text with `▁` as a space, whether it is a special token) for each of `ids`."""
+    specials = set(_specials(version)[0].values())
+    return [(i, _text(version, [p]), i in specials) for i, p in zip(ids, pieces(version, ids))]
+
+
 # ---- both sides -----------------------------------------------------------------------------------------------
 
 

@@ -310,6 +310,17 @@ def mistral_outcomes(ctx: VerifyContext) -> tuple[list[mistral_reference.Case], 
     return compared, texts, found
 
 
+def mistral_sides(ctx: VerifyContext, case_id: str, version: str) -> tuple[list[Any], list[Any]]:
+    """Both sides of one of `mistral_reference.cases()` on the version's vocabulary, the template's rendering and
+    mistral-common's encoding: (id, text, special) per token (what `verify --html` aligns)."""
+    cases = {c.id: c for c in mistral_reference.cases()}
+    texts = mistral_reference.rendered_texts(ctx.renderer, [cases[case_id], cases["generation-prompt"]])
+    default = mistral_reference.default_system_prompt(texts)
+    got = mistral_reference.encode_text(version, texts[case_id] or "")
+    expected = mistral_reference.reference_ids(version, cases[case_id], default)
+    return mistral_reference.token_texts(version, got), mistral_reference.token_texts(version, expected)
+
+
 def _begin_mistral(ctx: VerifyContext) -> None:
     cases = mistral_reference.cases()
     texts = mistral_reference.rendered_texts(ctx.renderer, cases)

@@ -258,3 +258,24 @@ def test_verify_begins_the_mistral_worker_before_the_tokenizer_loads(
     assert seen == [(r.status, r.message, r.hint) for r in here.checks]
     assert report.checks[0].status == "warn"
     assert not json_worker._IDLE
+
+
+def test_the_html_report_aligns_both_sides_on_mistral_commons_vocabulary(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from ..helpers import run
+
+    claimed = tmp_path / "claimed"
+    shutil.copytree(folder, claimed)
+    template = "{#- mistral-common v3 format #}\n" + V03.replace(
+        '"[INST] " + message["content"]', '"[INST]" + message["content"]'
+    )
+    (claimed / "chat_template.jinja").write_text(template, encoding="utf-8")
+    out = tmp_path / "report.html"
+    code, _, _ = run(capsys, "verify", str(claimed), "--only", "reference-parity", "--html", str(out))
+    assert code == 1
+    page = out.read_text(encoding="utf-8")
+    assert "template, probe plain (on mistral-common v3&#x27;s vocabulary)" in page
+    assert "could not draw both sides" not in page
