@@ -450,21 +450,23 @@ def shown(pieces_: list[str]) -> str:
 
 
 def rendered_texts(renderer: Any, case_list: list[Case]) -> dict[str, str | None]:
-    """Each case rendered by the template (None where it raises), with Mistral's bos/eos, at the frozen clock."""
+    """Each case rendered by the template (None where it raises), with Mistral's bos/eos, at the frozen clock; a
+    tool-call turn without content again with "" where the template needs a string (mistral-common encodes both
+    alike; `renders` reports the refusal)."""
     from ..template.rendering import frozen_clock
     from .context import CLOCKS
 
     texts: dict[str, str | None] = {}
     with frozen_clock(CLOCKS[0]):
         for case in case_list:
-            out = renderer.render(
-                copy.deepcopy(case.messages),
-                copy.deepcopy(case.tools),
-                add_generation_prompt=case.add_generation_prompt,
-                cache=False,
-                bos_token=BOS,
-                eos_token=EOS,
-            )
+            emptied = [
+                {**m, "content": ""} if m.get("tool_calls") and m.get("content") is None else m for m in case.messages
+            ]
+            for messages in (case.messages, emptied):
+                flags = {"add_generation_prompt": case.add_generation_prompt, "bos_token": BOS, "eos_token": EOS}
+                out = renderer.render(copy.deepcopy(messages), copy.deepcopy(case.tools), cache=False, **flags)
+                if out.ok or emptied == case.messages:
+                    break
             texts[case.id] = out.text if out.ok else None
     return texts
 

@@ -111,6 +111,14 @@ def test_mistral_small_32_follows_v11_with_its_default_system_prompt(folder: Pat
     assert "write the JSON value once" in result.hint
 
 
+def test_devstral_follows_v13_token_for_token(folder: Path) -> None:
+    """Devstral Small 2507 (Unsloth's edit): its default system prompt given to mistral-common as the system
+    message, every probe's ids are v13's; v7 and v11 write the tool calls otherwise."""
+    result = parity(folder, published("devstral-small-2507-unsloth"))
+    assert result.status == "pass", result.message
+    assert result.message == "token ids equal mistral-common v13-tekken on 20 probes"
+
+
 def test_mistral_7b_v02_follows_v1_without_its_spaces(folder: Path) -> None:
     """v0.2's template writes `<s>[INST] …` and `[/INST]answer`, where mistral-common v1 encodes `▁[INST]` and
     `▁answer` (the documented `<s> [INST] … [/INST] answer</s>`): the whitespace question, settled in ids."""
