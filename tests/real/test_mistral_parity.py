@@ -117,6 +117,7 @@ def test_devstral_follows_v13_token_for_token(folder: Path) -> None:
     result = parity(folder, published("devstral-small-2507-unsloth"))
     assert result.status == "pass", result.message
     assert result.message == "token ids equal mistral-common v13-tekken on 20 probes"
+    assert result.detail["default_system_prompt"].startswith("You are Devstral, a helpful agentic model")
 
 
 def test_mistral_7b_v02_follows_v1_without_its_spaces(folder: Path) -> None:

@@ -149,6 +149,8 @@ def mistral_parity(ctx: VerifyContext) -> CheckResult:
         message = f"follows mistral-common {match.version}{same} (found by rendering); {result.message}"
         result = dataclasses.replace(result, message=message)
     result.detail["reference_version"] = match.version
+    if (default := mr.default_system_prompt(texts)) is not None:  # given to mistral-common where a probe has none
+        result.detail["default_system_prompt"] = default if len(default) <= 80 else default[:80] + "…"
     unsupported = [f"{c} ({o['unsupported']})" for c, o in found.items() if "unsupported" in o]
     if unsupported:
         result.detail["not_expressible"] = unsupported
