@@ -12,6 +12,8 @@ express is skipped, not failed. Both renderers are driven from OpenAI/transforme
   turn with its analysis (`render_conversation_for_training` with `auto_drop_analysis=False`).
 - Llama 3.2: `ChatFormat.encode_dialog_prompt` with `ToolPromptFormat.python_list`; with tools and no system
   message, the zero-shot system prompt documented in llama-models' `llama3_2/text_prompt_format.md`.
+- Any Mistral instruct template (a folder's, a `--template` file's): mistral-common, for the version the template
+  is found to follow (`mistral_reference`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .. import _compat
 from ..errors import missing_dependency
 from ..template.engines import json_worker
 from ..tokenizer.base import o200k_tiktoken_file
+from . import mistral_reference
 from .context import CLOCKS
 
 if TYPE_CHECKING:
@@ -273,22 +276,71 @@ def reference_ids(ctx: VerifyContext, probe: Probe) -> list[int]:
     return renderer(probe, date=date, kwargs=kwargs)
 
 
+# The worker's argument for mistral-common, the reference of every Mistral instruct template.
+MISTRAL = "mistral"
+
+
 def _worker_command(family: str) -> list[str]:
     return [sys.executable, "-P", "-m", WORKER_MODULE, family]
 
 
 def prestart(family: str | None) -> None:
-    """The worker `begin` hands the probes to, begun now for `family` when it has an official renderer: it imports
-    the renderer and loads its tokenizer while the caller loads its own."""
-    if family in REFERENCES:
+    """The worker `begin` hands the probes to, begun now for `family` when it has an official renderer (MISTRAL for
+    a Mistral instruct template): it imports the renderer and loads its tokenizers while the caller loads its own."""
+    if family in REFERENCES or family == MISTRAL:
         json_worker.prestart(_worker_command(family))
+
+
+def uses_mistral_common(ctx: VerifyContext) -> bool:
+    """Whether mistral-common is the template's reference: no bundled family's renderer, and Mistral's markup."""
+    has_family = ctx.variant is not None and ctx.variant.family in REFERENCES
+    return not has_family and mistral_reference.is_mistral_template(ctx.template, ctx.tool_template)
+
+
+def mistral_outcomes(ctx: VerifyContext) -> tuple[list[mistral_reference.Case], dict[str, Any], dict[str, Any]]:
+    """The cases, the template's renderings of them and every version's outcomes (mistral_reference.compare): from
+    the worker `begin` started when it gave them, else computed here (raises MissingDependencyError)."""
+    cases = mistral_reference.cases()
+    begun = ctx.begun_references() if ctx.begun_references is not None else {}
+    texts = begun.get("texts") or mistral_reference.rendered_texts(ctx.renderer, cases)
+    compared = mistral_reference.compared_cases(cases, texts)
+    found = begun.get(MISTRAL)
+    if not isinstance(found, dict) or set(found) != set(mistral_reference.VERSIONS):
+        found = mistral_reference.compare(compared, texts)
+    return compared, texts, found
+
+
+def mistral_sides(ctx: VerifyContext, case_id: str, version: str) -> tuple[list[Any], list[Any]]:
+    """Both sides of one of `mistral_reference.cases()` on the version's vocabulary, the template's rendering and
+    mistral-common's encoding: (id, text, special) per token (what `verify --html` aligns)."""
+    cases = {c.id: c for c in mistral_reference.cases()}
+    texts = mistral_reference.rendered_texts(ctx.renderer, [cases[case_id], cases["generation-prompt"]])
+    default = mistral_reference.default_system_prompt(texts)
+    got = mistral_reference.encode_text(version, texts[case_id] or "")
+    expected = mistral_reference.reference_ids(version, cases[case_id], default)
+    return mistral_reference.token_texts(version, got), mistral_reference.token_texts(version, expected)
+
+
+def _begin_mistral(ctx: VerifyContext) -> None:
+    cases = mistral_reference.cases()
+    texts = mistral_reference.rendered_texts(ctx.renderer, cases)
+    compared = mistral_reference.compared_cases(cases, texts)
+    request = json.dumps({"family": MISTRAL, "cases": [c.to_json() for c in compared], "texts": texts})
+    wait = json_worker.start(_worker_command(MISTRAL), request, WORKER_SECONDS)
+    ctx.begun_references = functools.cache(lambda: {MISTRAL: wait(), "texts": texts})
 
 
 def begin(ctx: VerifyContext) -> None:
     """The official renderer's ids of every probe begun in a process of its own (`references_worker`: its imports
     and its tokenizer load there, on another core), for `reference_ids` to take. What the worker could not give
     (it failed, or a probe raised there) is rendered here when asked for, so the outcome is the same."""
-    if ctx.begun_references is not None or ctx.variant is None or ctx.variant.family not in REFERENCES:
+    if ctx.begun_references is not None:
+        return
+    if uses_mistral_common(ctx):
+        if mistral_reference.available() is None:
+            _begin_mistral(ctx)
+        return
+    if ctx.variant is None or ctx.variant.family not in REFERENCES:
         return
     _, date, kwargs = _inputs(ctx)
     fields = ("id", "messages", "tools", "add_generation_prompt", "continue_final_message")

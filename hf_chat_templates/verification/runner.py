@@ -32,6 +32,8 @@ from .checks import CHECK_CAUSES, CHECKS, PROBE_FREE, check_ids
 from .checks.engines import begin as begin_engines
 from .checks.engines import prestart as prestart_engines
 from .context import VerifyContext
+from .mistral_reference import is_mistral_template
+from .references import MISTRAL
 from .references import begin as begin_references
 from .references import prestart as prestart_references
 from .results import CheckResult, VerificationReport
@@ -176,7 +178,8 @@ def _header_tokens(ctx: VerifyContext) -> dict[str, Any]:
 
 def _family_hint(choice: TemplateChoice) -> str | None:
     """The bundled family whose template will be verified, as far as it is known before the tokenizer loads: the
-    one named, or the one whose template is the file given or the folder's chat_template.jinja."""
+    one named, or the one whose template is the file given or the folder's chat_template.jinja (MISTRAL for a
+    Mistral instruct template no family bundles)."""
     if choice.variant is not None:
         return choice.variant.family
     text = choice.template
@@ -186,6 +189,8 @@ def _family_hint(choice: TemplateChoice) -> str | None:
         except (OSError, UnicodeDecodeError):  # read, and reported, with the folder
             return None
     found = identify(text)
+    if found is None and is_mistral_template(text):
+        return MISTRAL  # mistral-common is its reference
     return found[0].name if found is not None else None
 
 

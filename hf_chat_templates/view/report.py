@@ -11,10 +11,11 @@ from ..template.rendering import frozen_clock
 from ..verification.checks import CHECK_ORDER
 from ..verification.checks.engines import label_of, reference, render_in
 from ..verification.context import CLOCKS, VerifyContext
-from ..verification.references import REFERENCES, reference_ids
+from ..verification.mistral_reference import describe_case
+from ..verification.references import REFERENCES, mistral_sides, reference_ids
 from ..verification.results import CheckResult, VerificationReport
 from .page import aligned_html, html_page, to_html
-from .tokens import Aligned, context_view, diff_views, ids_view, token_view
+from .tokens import Aligned, Tok, TokenView, context_view, diff_views, ids_view, token_view
 
 MARKS = {"pass": "ok", "fail": "FAIL", "warn": "warn", "info": "info", "skip": "-"}
 
@@ -102,10 +103,28 @@ def anchor_for(report: VerificationReport, check_id: str) -> str:
     return f"fail-{name}-{check_id}"
 
 
+def _pieces_view(title: str, toks: list[tuple[int, str, bool]]) -> TokenView:
+    tokens, pos = [], 0
+    for i, (token_id, text, special) in enumerate(toks):
+        tokens.append(Tok(i, token_id, text, pos, pos + len(text), special, False, None))
+        pos += len(text)
+    return TokenView(title, tokens, "".join(t.text for t in tokens))
+
+
+def _mistral_sides(ctx: VerifyContext, check: CheckResult) -> Aligned:
+    """A Mistral template's difference from mistral-common: both sides on mistral-common's vocabulary."""
+    version, case = check.detail["reference_version"], check.detail["case"]
+    ours, theirs = mistral_sides(ctx, case, version)
+    title = f"template, {describe_case(case)} (on mistral-common {version}'s vocabulary)"
+    return diff_views(_pieces_view(title, ours), _pieces_view(f"mistral-common {version}", theirs))
+
+
 def _failure_sides(ctx: VerifyContext, check: CheckResult) -> Aligned | None:
     """For the checks that compare two renderings, both sides of the failing probe as token views."""
     if check.probe is None or check.probe not in ctx.rendered:
         return None
+    if check.id == "reference-parity" and "case" in check.detail:
+        return _mistral_sides(ctx, check)
     probe = ctx.probe(check.probe)
     ours = context_view(ctx, probe.id)
     ours.title = f"template, probe {probe.id}"

@@ -3,13 +3,15 @@ official renderer (`reference-parity`); in other engines (`engine-parity`) is `e
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ...conversations.probes import Probe
 from ...template.analysis import template_kwargs
 from ...template.rendering import Rendered, frozen_clock
+from .. import mistral_reference as mr
 from ..context import CLOCKS, VerifyContext
-from ..references import REFERENCES, Unsupported, reference_ids
+from ..references import REFERENCES, Unsupported, mistral_outcomes, reference_ids, uses_mistral_common
 from ..results import CheckResult, Finding, around, first_difference, verdict
 
 
@@ -81,7 +83,85 @@ def _reference_finding(ctx: VerifyContext, probe: Any, name: str, got: list[int]
     )
 
 
+def _mistral_finding(version: str, case_id: str, diff: dict[str, Any], severity: str) -> Finding:
+    probe = case_id.partition("@")[0]
+    where = f"message {diff['message']}, " if diff.get("message") is not None else ""
+    return Finding(
+        probe,
+        f"{mr.describe_case(case_id)} ({where}token {diff['at']}) differs from mistral-common {version}: template "
+        f"{mr.shown(diff['template'])} vs mistral-common {mr.shown(diff['reference'])} (after "
+        f"{mr.shown(diff['before'])})",
+        {
+            "case": case_id,
+            "reference_version": version,
+            "token_position": diff["at"],
+            "message_index": diff.get("message"),
+            "template_tokens": diff["template"],
+            "reference_tokens": diff["reference"],
+            "template_ids": diff["template_ids"],
+            "reference_ids": diff["reference_ids"],
+        },
+        severity=severity,
+        hint=mr.fix_for(version, diff),
+    )
+
+
+def mistral_parity(ctx: VerifyContext) -> CheckResult:
+    """A Mistral instruct template against mistral-common: which version it follows, decided by rendering, then
+    token ids on every probe that version expresses."""
+    missing = mr.available()
+    if missing is not None:
+        return CheckResult(
+            "reference-parity",
+            "skip",
+            f"a Mistral instruct template, and its reference mistral-common cannot run here: {missing}",
+            hint="pip install 'hf-chat-templates[reference]' (mistral-common, sentencepiece)",
+        )
+    compared, texts, outcomes = mistral_outcomes(ctx)
+    if not mr.is_mistral_template(*texts.values()) or not compared:
+        return CheckResult("reference-parity", "skip", "the template's renderings write no Mistral instruct markup")
+    match = mr.choose(outcomes, compared)
+    found = outcomes[match.version]
+    if not match.matched:
+        differing = [c for c in (*match.skeleton, *found) if "at" in found.get(c, {})]
+        first = _mistral_finding(match.version, differing[0], found[differing[0]], "info") if differing else None
+        return CheckResult(
+            "reference-parity",
+            "info",
+            f"a Mistral instruct template that no mistral-common version ({', '.join(mr.VERSIONS)}) renders alike; "
+            f"closest: {match.version}" + (f"; first difference: {first.text}" if first else ""),
+            first.probe if first else None,
+            {"closest_version": match.version, **(first.detail if first else {})},
+            hint=first.hint if first else None,
+        )
+    provenance = ctx.variant.provenance if ctx.variant else None
+    severity = "error" if mr.claims_official(ctx.template, provenance) else "warning"
+    findings = [_mistral_finding(match.version, c, found[c], severity) for c in found if "at" in found[c]]
+    equal = sum(1 for o in found.values() if "equal" in o)
+    same = f" (as close: {', '.join(match.same)})" if match.same else ""
+    result = verdict(
+        "reference-parity",
+        findings,
+        f"token ids equal mistral-common {match.version}{same} on {equal} probes",
+        f"follow mistral-common {match.version}'s format",
+    )
+    if findings:  # which reference, and that it was found by rendering, not declared
+        message = f"follows mistral-common {match.version}{same} (found by rendering); {result.message}"
+        result = dataclasses.replace(result, message=message)
+    result.detail["reference_version"] = match.version
+    if (default := mr.default_system_prompt(texts)) is not None:  # given to mistral-common where a probe has none
+        result.detail["default_system_prompt"] = default if len(default) <= 80 else default[:80] + "…"
+    unsupported = [f"{c} ({o['unsupported']})" for c, o in found.items() if "unsupported" in o]
+    if unsupported:
+        result.detail["not_expressible"] = unsupported
+    if len(texts) > len(compared):
+        result.detail["not_compared"] = sorted(set(texts) - {c.id for c in compared})
+    return result
+
+
 def reference_parity(ctx: VerifyContext) -> CheckResult:
+    if uses_mistral_common(ctx):
+        return mistral_parity(ctx)
     if ctx.variant is None or ctx.variant.family not in REFERENCES:
         family = ctx.variant.family if ctx.variant else "this template"
         return CheckResult("reference-parity", "skip", f"no official renderer for {family}")
