@@ -72,7 +72,7 @@ PYTHONIC_CALL = (
     "{{- '[' + c.function.name + '(' -}}"
     "{%- if c.function.arguments is string -%}{{- c.function.arguments -}}{%- else -%}"
     "{%- for k, v in c.function.arguments | items -%}"
-    "{{- k + '=' -}}{%- if v is string -%}{{- \"'\" + v + \"'\" -}}{%- else -%}{{- v -}}{%- endif -%}"
+    "{{- k + '=' -}}{%- if v is string -%}{{- v | tojson -}}{%- else -%}{{- v -}}{%- endif -%}"
     "{%- if not loop.last -%}{{- ', ' -}}{%- endif -%}"
     "{%- endfor -%}{%- endif -%}"
     "{{- ')]' -}}"
@@ -240,7 +240,7 @@ def test_call_ids_rewritten_at_the_call_fail(good: Path) -> None:
         f"probe values-call-ids: message 2: the tool result refers to id {first_id!r}, which the rendering never "
         "shows at its call (message 1)"
     )
-    assert len(found) == 2
+    assert result.detail["failures"] == 6  # one result in each probe with a call, two in values-call-ids
 
 
 def test_call_ids_shown_at_the_call_and_the_result_pass(good: Path) -> None:
@@ -274,7 +274,7 @@ def test_corpus_fails_exactly_the_real_defects(toy_tokenizer_master: Path, tmp_p
         folder = model_folder(name, toy_tokenizer_master, tmp_path / name)
         report, _ = verify_with_context(folder, only=["values-faithful"], kwargs=corpus_manifest(name).get("kwargs"))
         result = report.check("values-faithful")
-        assert result.status in ("pass", "fail"), f"{name}: {result.message}"
+        assert result.status in ("pass", "info", "fail"), f"{name}: {result.message}"
         if result.status == "fail":
-            failing[name] = {e["probe"] for e in result.detail["examples"]}
+            failing[name] = {e["probe"] for e in result.detail["examples"] if e["severity"] == "error"}
     assert failing == CORPUS_DEFECTS
