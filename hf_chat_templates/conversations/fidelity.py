@@ -44,18 +44,20 @@ def _call(
 
 
 def _search_tool(name: str) -> dict[str, Any]:
-    """A tool whose parameters are a string, an object, a list and a number."""
+    """A tool whose declared parameters are a string, an object and a number."""
     tool = weather_tool(name, "Search the forecasts.")
     tool["function"]["parameters"] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What to search for."},
             "filters": {"type": "object", "description": "Unit and most results."},
-            "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags to match."},
             "ratio": {"type": "number", "description": "How much of each result to keep."},
         },
         "required": ["query"],
     }
+    # `tags` (a list) is called but not declared: a parameter without a type, or of type array, makes Hermes 3's
+    # tool_use template raise in transformers.js (`basic_type_map[json_spec.type]`, `json_spec|items`), a defect of
+    # how it lists tools that engine-parity would report on every template of that shape, not one of its calls
     return tool
 
 
@@ -137,8 +139,10 @@ def _tool_probes(probes: list[Probe], id_format: str) -> None:
     tool_name = b.word("toolname")
     b.add("user", "Search the forecasts {}.")
     word = b.word("argument")
+    # No non-ASCII here: openai-harmony writes arguments with `\u` escapes, transformers' tojson as given; the same
+    # value, which values-faithful accepts, but other tokens, which reference-parity compares.
     arguments = {
-        "query": f'Say "hi" {word} C:\\temp naïve',
+        "query": f'Say "hi" {word} C:\\temp',
         "filters": {"unit": "metric", "max": 5},
         "tags": ["rain", "wind"],
         "ratio": 0.5,
@@ -149,7 +153,7 @@ def _tool_probes(probes: list[Probe], id_format: str) -> None:
     _done(
         probes,
         b,
-        "tool-call arguments with quotes, a backslash and non-ASCII in a string, an object, a list, a number",
+        "tool-call arguments with quotes and a backslash in a string, an object, a list, a number",
         tools=[_search_tool(tool_name)],
         requires=("tool_calls",),
     )

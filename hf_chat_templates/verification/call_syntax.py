@@ -10,11 +10,14 @@ turn and keeping the first that reads a value set:
 - a Python call, `name(a=1, b="x")` (Llama 3.2/4 pythonic): its keywords read as Python literals, a bare word as
   the word it is (a string written without quotes);
 - XML parameters: `<parameter=k>v</parameter>` (Qwen3-Coder), `<parameter name="k">v</parameter>` (MiniMax-M2),
-  `<arg_key>k</arg_key><arg_value>v</arg_value>` (GLM), each value its text.
+  `<arg_key>k</arg_key><arg_value>v</arg_value>` (GLM), each value its text;
+- Gemma 4's `call:name{k:<|"|>v<|"|>,n:3}`: strings between `<|"|>`, other values as in JSON. It comes first when
+  its opening stands before a JSON object: JSON inside its braces is the arguments written in the wrong syntax.
 
-`differences` then says, per argument, how what the rendering gives back differs from the data: missing, written
-twice, its type or quoting changed. A string is compared as the value it decodes to, so non-ASCII escaped as `\\u`
-in JSON is the same value.
+A syntax recognised by its opening that then does not parse is `Unreadable`, with where and why; a call no syntax
+recognises is None (its values cannot be checked).
+
+`call_differences.differences` then says how what the rendering gives back differs from the data.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
-_JSON_LITERALS = {"true": True, "false": False, "null": None}
+JSON_LITERALS = {"true": True, "false": False, "null": None}
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,7 @@ def _openings(name: str) -> re.Pattern[str]:
     return re.compile(rf"<function={n}>|<invoke name=\"{n}\">|<tool_call>\s*{n}(?![\w.])|<function name=\"{n}\">")
 
 
-def _read_xml(text: str, start: int, end: int, name: str, key: str | None, sentinel: str | None) -> Reading | None:
+def _read_xml(text: str, start: int, end: int, name: str) -> Reading | None:
     opening = _openings(name).search(text, start, end)
     if opening is None:
         return None
@@ -251,6 +254,109 @@ def _read_xml(text: str, start: int, end: int, name: str, key: str | None, senti
     return Reading("XML parameters", opening.start(), values, repeated=tuple(repeated))
 
 
+# ---- Gemma's calls ------------------------------------------------------------------------------------------------
+
+_QUOTE = '<|"|>'
+
+
+class _Stop(Exception):
+    def __init__(self, pos: int, reason: str) -> None:
+        super().__init__(reason)
+        self.pos, self.reason = pos, reason
+
+
+class _Unknown(Exception):
+    """A bare value the syntax has no reading for (a string between other quotes than Gemma's)."""
+
+
+def _bare_value(word: str) -> Any:
+    if word in JSON_LITERALS:
+        return JSON_LITERALS[word]
+    if word in ("True", "False", "None"):
+        return Bare(word)
+    try:
+        return json.loads(word)
+    except ValueError:
+        raise _Unknown(word) from None
+
+
+class _GemmaCall:
+    """Gemma 4's `call:name{key:value,...}`: strings between `<|"|>`, objects and lists as in JSON, keys bare."""
+
+    def __init__(self, text: str, pos: int, end: int) -> None:
+        self.text, self.pos, self.end = text, pos, end
+        self.repeated: list[str] = []
+
+    def _quoted(self) -> str:
+        close = self.text.find(_QUOTE, self.pos + len(_QUOTE), self.end)
+        if close < 0:
+            raise _Stop(self.pos, 'a string is never closed with <|"|>')
+        found = self.text[self.pos + len(_QUOTE) : close]
+        self.pos = close + len(_QUOTE)
+        return found
+
+    def value(self) -> Any:
+        if self.text.startswith(_QUOTE, self.pos):
+            return self._quoted()
+        if self.text[self.pos : self.pos + 1] == "{":
+            return self.object()
+        if self.text[self.pos : self.pos + 1] == "[":
+            items: list[Any] = []
+            self.pos += 1
+            while self.text[self.pos : self.pos + 1] != "]":
+                items.append(self.value())
+                self._separator("]")
+            self.pos += 1
+            return items
+        word = re.compile(r"[^,}\]]*").match(self.text, self.pos, self.end)
+        assert word is not None
+        self.pos = word.end()
+        return _bare_value(word.group(0))
+
+    def _separator(self, closing: str) -> None:
+        if self.text[self.pos : self.pos + 1] == ",":
+            self.pos += 1
+        elif self.text[self.pos : self.pos + 1] != closing:
+            raise _Stop(self.pos, f"',' or {closing!r} expected, found {self.text[self.pos : self.pos + 12]!r}")
+
+    def object(self, top: bool = False) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        self.pos += 1
+        while self.text[self.pos : self.pos + 1] != "}":
+            if self.text.startswith(_QUOTE, self.pos):
+                key = self._quoted()
+            else:
+                word = re.compile(r"[^:{}\[\],<]+").match(self.text, self.pos, self.end)
+                if word is None:
+                    raise _Stop(self.pos, f"a key expected, found {self.text[self.pos : self.pos + 12]!r}")
+                key, self.pos = word.group(0), word.end()
+            if self.text[self.pos : self.pos + 1] != ":":
+                raise _Stop(self.pos, f"':' expected after the key {key!r}")
+            self.pos += 1
+            if key in found and top:
+                self.repeated.append(key)
+            found[key] = self.value()
+            self._separator("}")
+        self.pos += 1
+        return found
+
+
+def _read_gemma(text: str, start: int, end: int, name: str) -> Reading | Unreadable | None:
+    match = re.compile(rf"call:{re.escape(name)}\{{").search(text, start, end)
+    if match is None:
+        return None
+    call = _GemmaCall(text, match.end() - 1, end)
+    try:
+        values = call.object(top=True)
+    except _Unknown:
+        return None
+    except (_Stop, IndexError) as e:
+        pos = e.pos if isinstance(e, _Stop) else call.pos
+        reason = e.reason if isinstance(e, _Stop) else "it ends before its closing '}'"
+        return Unreadable("Gemma call", pos, f"it does not parse as a Gemma call: {reason}")
+    return Reading("Gemma call", match.start(), values, repeated=tuple(call.repeated))
+
+
 # ---- reading one call ---------------------------------------------------------------------------------------------
 
 
@@ -261,12 +367,15 @@ def read_call(
     syntax it looks like does not parse, else None. `key` and `sentinel`: the argument that tells this call from
     others (its value holds the sentinel)."""
     reading = _read_json(text, start, end, name, key, sentinel)
+    gemma = _read_gemma(text, start, end, name)
+    if gemma is not None and (reading is None or text.find(f"call:{name}{{", start, end) < reading.pos):
+        return gemma  # JSON inside `call:name{...}` is the arguments written in the wrong syntax, not a JSON call
     if reading is not None:
         return reading
     python = _read_python(text, start, end, name)
     if isinstance(python, Reading):
         return python
-    xml = _read_xml(text, start, end, name, key, sentinel)
+    xml = _read_xml(text, start, end, name)
     if xml is not None:
         return xml
     if python is not None:
@@ -300,109 +409,3 @@ def _broken_json(text: str, start: int, end: int, key: str | None, sentinel: str
     except json.JSONDecodeError as e:
         return Unreadable("JSON", e.pos, f"it does not parse as JSON ({e.msg})")
     return None
-
-
-# ---- comparing with the data --------------------------------------------------------------------------------------
-
-
-def _text_value(raw: str, expected: Any) -> Any:
-    """An XML parameter's text as the argument's type reads it: a string as it is, anything else as JSON or a Python
-    literal (both are what such templates write: `| tojson`, or `| string` giving True and None)."""
-    if isinstance(expected, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(raw.strip())
-    except (ValueError, SyntaxError):
-        return Text(raw)
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, (Bare, Text)):
-        return f"the bare text {value.word if isinstance(value, Bare) else value.raw!r}"
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {_short(value)}"
-    if isinstance(value, dict):
-        return "an object"
-    return "a list"
-
-
-def _short(value: str, width: int = 50) -> str:
-    return repr(value if len(value) <= width else value[: width - 1] + "…")
-
-
-def mismatch(expected: Any, got: Any, syntax: str) -> str | None:
-    """How `got` (read back in `syntax`) differs from `expected`, in words; None when it is the same value."""
-    if isinstance(got, Text):
-        got = _text_value(got.raw, expected)
-    if isinstance(got, Bare):
-        if isinstance(expected, str) and got.word == expected:
-            return "a string written without quotes (a bare word where the call needs a string literal)"
-        if got.word in _JSON_LITERALS and _JSON_LITERALS[got.word] is expected:
-            return f"written as JSON's {got.word!r} inside a Python call, where Python writes {expected!r}"
-        return f"written as {got.word!r}, which is no literal"
-    if isinstance(got, Text):
-        return f"{_kind(expected)}, written as {got.raw!r}, which reads as no value of its type"
-    if isinstance(expected, dict) and isinstance(got, dict):
-        return _object_mismatch(expected, got, syntax)
-    if isinstance(expected, list) and isinstance(got, list) and len(expected) == len(got):
-        for i, (e, g) in enumerate(zip(expected, got)):
-            if (why := mismatch(e, g, syntax)) is not None:
-                return f"item {i}: {why}"
-        return None
-    if _same(expected, got):
-        return None
-    if isinstance(got, str) and not isinstance(expected, str):
-        try:
-            if _same(expected, json.loads(got)):
-                return f"{_kind(expected)}, written as the string {_short(got)} (its JSON inside a string)"
-        except ValueError:
-            pass
-        return f"{_kind(expected)}, written as the string {_short(got)}"
-    return f"{_kind(expected)}, written as {_kind(got)}"
-
-
-def _object_mismatch(expected: dict[str, Any], got: dict[str, Any], syntax: str) -> str | None:
-    for k, e in expected.items():
-        if k not in got:
-            extra = sorted(set(got) - set(expected))
-            return f"its key {k!r} is missing" + (
-                f" (the rendering has {', '.join(map(repr, extra))})" if extra else ""
-            )
-        if (why := mismatch(e, got[k], syntax)) is not None:
-            return f"its key {k!r}: {why}"
-    return None
-
-
-def _same(expected: Any, got: Any) -> bool:
-    if isinstance(expected, bool) or expected is None or isinstance(got, bool) or got is None:
-        return expected is got
-    if isinstance(expected, (int, float)):
-        return isinstance(got, (int, float)) and expected == got
-    return type(expected) is type(got) and expected == got
-
-
-def differences(reading: Reading, arguments: dict[str, Any]) -> list[tuple[str, str]]:
-    """(key, what is wrong) for each argument the reading does not give back as the data says, in the data's
-    order; keys the data does not have are named where they stand for a missing one."""
-    found = []
-    extra = [k for k in reading.values if k not in arguments]
-    for key, expected in arguments.items():
-        if key not in reading.values:
-            instead = f" (the call has {', '.join(map(repr, extra))} instead)" if extra else ""
-            found.append((key, f"missing from the call{instead}"))
-            continue
-        if key in reading.repeated:
-            found.append((key, "written twice"))
-            continue
-        why = mismatch(expected, reading.values[key], reading.syntax)
-        if why is not None:
-            found.append((key, why))
-    return found

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates.verification.call_syntax import Reading, Unreadable, differences, read_call
+from hf_chat_templates.verification.call_differences import differences
+from hf_chat_templates.verification.call_syntax import Reading, Unreadable, read_call
 
 from ..helpers import GOOD, check, context
 
@@ -47,6 +48,8 @@ GOOD_CALLS = {
     '<parameter name="exact">true</parameter>\n<parameter name="limit">null</parameter>\n'
     '<parameter name="days">3</parameter>\n'
     '<parameter name="filters">{"unit": "metric"}</parameter>\n</invoke>',
+    "gemma-call": '<|tool_call>call:qz0toolname{city:<|"|>qz1argument<|"|>,days:3,exact:true,'
+    'filters:{unit:<|"|>metric<|"|>},limit:null}<tool_call|>',
     "glm-xml": "<tool_call>qz0toolname\n<arg_key>city</arg_key>\n<arg_value>qz1argument</arg_value>\n<arg_key>exact"
     "</arg_key>\n<arg_value>true</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>null</arg_value>\n<arg_key>days"
     '</arg_key>\n<arg_value>3</arg_value>\n<arg_key>filters</arg_key>\n<arg_value>{"unit": "metric"}</arg_value>\n'
@@ -70,6 +73,7 @@ def test_every_syntax_gives_the_arguments_back(text: str) -> None:
         ('{"city": "qz1argument", "days": 3, "days": 3}', "days", "written twice"),
         ("[qz0toolname(city=qz1argument)]", "city", "a string written without quotes"),
         ("[qz0toolname(city='qz1argument', exact=true)]", "exact", "JSON's 'true' inside a Python call"),
+        ('call:qz0toolname{city:<|"|>qz1argument<|"|>,limit:None}', "limit", "the Python literal 'None'"),
         ('<invoke name="qz0toolname">\n</invoke>', "city", "missing from the call"),
         ('<function=qz0toolname>\n<parameter=city>\n"qz1argument"\n</parameter>\n</function>', "city", "the string"),
     ],
@@ -82,6 +86,7 @@ def test_every_syntax_gives_the_arguments_back(text: str) -> None:
         "json-twice",
         "unquoted-string",
         "json-literal-in-python",
+        "python-literal-in-gemma",
         "xml-dropped",
         "xml-quoted-string",
     ],
@@ -103,8 +108,9 @@ def test_each_defect_is_named(text: str, key: str | None, says: str) -> None:
         ('{"city": "qz1argument""days": 3}', "JSON", "Expecting ',' delimiter"),
         ('[qz0toolname(city="Say "hi" qz1argument")]', "Python call", "does not parse as a Python call"),
         ("[qz0toolname(city='qz1argument' days=3)]", "Python call", "does not parse as a Python call"),
+        ('call:qz0toolname{{"city": "qz1argument"}}', "Gemma call", 'a key expected, found \'{"city"'),
     ],
-    ids=["json-no-separator", "python-unescaped-quotes", "python-no-separator"],
+    ids=["json-no-separator", "python-unescaped-quotes", "python-no-separator", "json-inside-gemma"],
 )
 def test_a_syntax_that_does_not_parse_says_where(text: str, syntax: str, says: str) -> None:
     found = _read(text)
@@ -112,7 +118,8 @@ def test_a_syntax_that_does_not_parse_says_where(text: str, syntax: str, says: s
 
 
 def test_a_syntax_no_reader_knows_is_not_read() -> None:
-    assert _read('call:qz0toolname{city:<|"|>qz1argument<|"|>}') is None
+    assert _read("qz0toolname -> city: qz1argument") is None
+    assert _read("call:qz0toolname{city:<q>qz1argument<q>}") is None  # Gemma's braces, other quotes
 
 
 # ---- published templates ------------------------------------------------------------------------------------------
@@ -187,13 +194,13 @@ def test_every_value_quoted_turns_numbers_to_strings_and_leaves_quotes_unescaped
 
 
 def test_a_call_syntax_no_reader_knows_is_info_not_an_error(good: Path) -> None:
-    gemma_like = (
-        "{{- '<|tool_call>call:' + c.function.name + '{' -}}"
+    arrows = (
+        "{{- '<call ' + c.function.name + ' ' -}}"
         "{%- for k, v in (c.function.arguments if c.function.arguments is mapping else {}) | items -%}"
-        "{{- k + ':<|\"|>' + (v | string) + '<|\"|>' -}}{%- if not loop.last -%}{{- ',' -}}{%- endif -%}"
-        "{%- endfor -%}{{- '}<tool_call|>' -}}"
+        "{{- k + ' => ' + (v | string) -}}{%- if not loop.last -%}{{- ' ; ' -}}{%- endif -%}"
+        "{%- endfor -%}{{- '>' -}}"
     )
-    result = check(context(good, GOOD.replace(GOOD_CALL, gemma_like)), "values-faithful")
+    result = check(context(good, GOOD.replace(GOOD_CALL, arrows)), "values-faithful")
     severities = {e["severity"] for e in result.detail["examples"]}
     assert "info" in severities and "error" not in severities, result.message
     assert "written in a syntax none of JSON, a Python call or XML parameters reads" in result.message
@@ -256,3 +263,20 @@ def test_mistral_small_drops_the_text_beside_its_calls(good: Path) -> None:
         assert said and said[0].text.startswith(f"probe {probe_id}: the {kind} of message 1"), said
         assert "beside the turn's tool calls" in said[0].text and "text parts" in (said[0].hint or "")
     assert result.status == "fail"
+
+
+def test_gemma_4_writes_json_string_arguments_inside_its_own_syntax(good: Path) -> None:
+    from ..helpers import CORPUS
+
+    ctx = context(good, (CORPUS / "gemma-4" / "chat_template.jinja").read_text(encoding="utf-8"))
+    result = check(ctx, "values-faithful")
+    said = {e["probe"]: e["message"] for e in result.detail["examples"] if e["severity"] == "error"}
+    assert set(said) == {"values-string-arguments", "values-typed-arguments"}, said
+    assert said["values-string-arguments"].startswith(
+        "probe values-string-arguments: message 1: the tool call of qz1toolname is written as a Gemma call that does "
+        "not give its arguments back: it does not parse as a Gemma call: a key expected"
+    )
+    assert (
+        "(the arguments' JSON string written as given, inside a syntax of its own)" in said["values-string-arguments"]
+    )
+    assert "call:qz1toolname{⟨here⟩{" in said["values-string-arguments"]

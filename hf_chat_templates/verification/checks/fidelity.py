@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...conversations.probes import Probe
-from ..call_syntax import Reading, Unreadable, differences
+from ..call_differences import differences
+from ..call_syntax import Reading, Unreadable
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict
 from .call_values import CALL_HINT, CallRead, official_writes_the_same, read_calls, unescaped_quotes
@@ -150,22 +151,24 @@ class _Probe:
         ]
 
     def arguments(self) -> list[Finding]:
-        """Each call read back in the syntax the template writes (JSON, a Python call, XML parameters): every
-        argument once, with its type, quoting and escaping. A call no syntax reads falls back to what its text
-        shows: values encoded twice, Python literals in JSON."""
+        """Each call read back in the syntax the template writes (JSON, a Python call, XML parameters, Gemma's
+        `call:name{...}`): every argument once, with its type, quoting and escaping. What the text alone shows is
+        said first, as it always was: values encoded twice, Python literals or a Python dict in JSON."""
         findings, read_back = [], []
         for read in read_calls(self.ctx, self.probe, self.text):
-            if isinstance(read.outcome, Reading) and not read.outcome.encoded_twice:
-                read_back += self._read_back(read, read.outcome)
-                continue
             heuristics = [
                 f
                 for key, value in read.arguments.items()
                 if (f := self._argument(read.index, key, value, read.arguments, read.given)) is not None
             ]
-            unread = [] if heuristics else self._unread(read)
-            findings += heuristics + [f for f in unread if f.severity == "info"]
-            read_back += [f for f in unread if f.severity != "info"]
+            if heuristics:
+                findings += heuristics
+            elif isinstance(read.outcome, Reading):
+                read_back += self._read_back(read, read.outcome)
+            else:
+                unread = self._unread(read)
+                findings += [f for f in unread if f.severity == "info"]
+                read_back += [f for f in unread if f.severity != "info"]
         if read_back and (official := official_writes_the_same(self.ctx, self.probe)) is not None:
             for finding in read_back:
                 finding.severity = "warning"
@@ -173,6 +176,17 @@ class _Probe:
         return findings + read_back
 
     def _read_back(self, read: CallRead, reading: Reading) -> list[Finding]:
+        if reading.encoded_twice:
+            return [
+                self.finding(
+                    read.index,
+                    f"the tool-call arguments of {read.name} are encoded twice: written as a JSON string that holds "
+                    "their JSON object",
+                    reading.pos,
+                    _HINT_ARGUMENTS,
+                    syntax=reading.syntax,
+                )
+            ]
         findings = []
         for key, why in differences(reading, read.arguments):
             at = self.text.find(key, reading.pos)
@@ -197,6 +211,8 @@ class _Probe:
         if isinstance(outcome, Unreadable):
             quoted = unescaped_quotes(self.text, read.arguments)
             why = f" (the argument {quoted[0]!r} holds a quote written unescaped inside its quotes)" if quoted else ""
+            if not why and read.given is not None and read.given in self.text:
+                why = " (the arguments' JSON string written as given, inside a syntax of its own)"
             return [
                 self.finding(
                     read.index,
