@@ -91,6 +91,32 @@ def _text_probes(probes: list[Probe], id_format: str) -> None:
     _done(probes, b, "text parts with quotes", requires=("content_parts",))
 
 
+def _nested_probe(probes: list[Probe], id_format: str) -> None:
+    """Arguments a call syntax must quote, escape and nest."""
+    b = _Builder("values-nested-arguments", id_format)
+    tool_name = b.word("toolname")
+    b.add("user", "Search the forecasts {}.")
+    word = b.word("argument")
+    # No non-ASCII here: openai-harmony writes arguments with `\u` escapes, transformers' tojson as given; the same
+    # value, which values-faithful accepts, but other tokens, which reference-parity compares.
+    arguments = {
+        "query": f'Say "hi" {word} C:\\temp',
+        "filters": {"unit": "metric", "max": 5},
+        "tags": ["rain", "wind"],
+        "ratio": 0.5,
+    }
+    id_ = _call(b, tool_name, arguments, as_string=False, noted=(word,))
+    _result(b, "Found two {}.", id_, tool_name)
+    b.add("assistant", "Two forecasts {}.")
+    _done(
+        probes,
+        b,
+        "tool-call arguments with quotes and a backslash in a string, an object, a list, a number",
+        tools=[_search_tool(tool_name)],
+        requires=("tool_calls",),
+    )
+
+
 def _tool_probes(probes: list[Probe], id_format: str) -> None:
     """A JSON-string tool result, arguments as a JSON string and as typed values, ids linking results to calls."""
     b = _Builder("values-tool-result-json-string", id_format)
@@ -135,29 +161,6 @@ def _tool_probes(probes: list[Probe], id_format: str) -> None:
         requires=("tool_calls",),
     )
 
-    b = _Builder("values-nested-arguments", id_format)
-    tool_name = b.word("toolname")
-    b.add("user", "Search the forecasts {}.")
-    word = b.word("argument")
-    # No non-ASCII here: openai-harmony writes arguments with `\u` escapes, transformers' tojson as given; the same
-    # value, which values-faithful accepts, but other tokens, which reference-parity compares.
-    arguments = {
-        "query": f'Say "hi" {word} C:\\temp',
-        "filters": {"unit": "metric", "max": 5},
-        "tags": ["rain", "wind"],
-        "ratio": 0.5,
-    }
-    id_ = _call(b, tool_name, arguments, as_string=False, noted=(word,))
-    _result(b, "Found two {}.", id_, tool_name)
-    b.add("assistant", "Two forecasts {}.")
-    _done(
-        probes,
-        b,
-        "tool-call arguments with quotes and a backslash in a string, an object, a list, a number",
-        tools=[_search_tool(tool_name)],
-        requires=("tool_calls",),
-    )
-
     b = _Builder("values-call-ids", id_format)
     tool_name = b.word("toolname")
     b.add("user", "Weather in Paris, then in Rome {}?")
@@ -179,4 +182,5 @@ def fidelity_probes(id_format: str = "openai") -> list[Probe]:
     probes: list[Probe] = []
     _text_probes(probes, id_format)
     _tool_probes(probes, id_format)
+    _nested_probe(probes, id_format)
     return probes
