@@ -28,17 +28,37 @@ def _forecast_tool(name: str) -> dict[str, Any]:
     return tool
 
 
-def _call(b: _Builder, tool_name: str, arguments: dict[str, Any], *, as_string: bool) -> str:
-    """An assistant turn with one call of `tool_name` (its name and string arguments noted): the call's id."""
+def _call(
+    b: _Builder, tool_name: str, arguments: dict[str, Any], *, as_string: bool, noted: tuple[str, ...] = ()
+) -> str:
+    """An assistant turn with one call of `tool_name` (its name and string arguments noted, or the `noted` words
+    when given): the call's id."""
     id_ = b.call_id()
     index = len(b.messages)
     call = tool_call(tool_name, arguments, as_string=as_string, call_id=id_)
     b.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
     b.note(tool_name, "tool_name", index, "tool_calls")
-    for value in arguments.values():
-        if isinstance(value, str):
-            b.note(value, "argument", index, "tool_calls")
+    for value in noted or [v for v in arguments.values() if isinstance(v, str)]:
+        b.note(value, "argument", index, "tool_calls")
     return id_
+
+
+def _search_tool(name: str) -> dict[str, Any]:
+    """A tool whose declared parameters are a string, an object and a number."""
+    tool = weather_tool(name, "Search the forecasts.")
+    tool["function"]["parameters"] = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to search for."},
+            "filters": {"type": "object", "description": "Unit and most results."},
+            "ratio": {"type": "number", "description": "How much of each result to keep."},
+        },
+        "required": ["query"],
+    }
+    # `tags` (a list) is called but not declared: a parameter without a type, or of type array, makes Hermes 3's
+    # tool_use template raise in transformers.js (`basic_type_map[json_spec.type]`, `json_spec|items`), a defect of
+    # how it lists tools that engine-parity would report on every template of that shape, not one of its calls
+    return tool
 
 
 def _result(b: _Builder, text: str, id_: str, tool_name: str) -> None:
@@ -69,6 +89,32 @@ def _text_probes(probes: list[Probe], id_format: str) -> None:
     b.note(second, "part", index, None)
     b.add("assistant", "Both parts read {}.")
     _done(probes, b, "text parts with quotes", requires=("content_parts",))
+
+
+def _nested_probe(probes: list[Probe], id_format: str) -> None:
+    """Arguments a call syntax must quote, escape and nest."""
+    b = _Builder("values-nested-arguments", id_format)
+    tool_name = b.word("toolname")
+    b.add("user", "Search the forecasts {}.")
+    word = b.word("argument")
+    # No non-ASCII here: openai-harmony writes arguments with `\u` escapes, transformers' tojson as given; the same
+    # value, which values-faithful accepts, but other tokens, which reference-parity compares.
+    arguments = {
+        "query": f'Say "hi" {word} C:\\temp',
+        "filters": {"unit": "metric", "max": 5},
+        "tags": ["rain", "wind"],
+        "ratio": 0.5,
+    }
+    id_ = _call(b, tool_name, arguments, as_string=False, noted=(word,))
+    _result(b, "Found two {}.", id_, tool_name)
+    b.add("assistant", "Two forecasts {}.")
+    _done(
+        probes,
+        b,
+        "tool-call arguments with quotes and a backslash in a string, an object, a list, a number",
+        tools=[_search_tool(tool_name)],
+        requires=("tool_calls",),
+    )
 
 
 def _tool_probes(probes: list[Probe], id_format: str) -> None:
@@ -136,4 +182,5 @@ def fidelity_probes(id_format: str = "openai") -> list[Probe]:
     probes: list[Probe] = []
     _text_probes(probes, id_format)
     _tool_probes(probes, id_format)
+    _nested_probe(probes, id_format)
     return probes

@@ -72,7 +72,7 @@ PYTHONIC_CALL = (
     "{{- '[' + c.function.name + '(' -}}"
     "{%- if c.function.arguments is string -%}{{- c.function.arguments -}}{%- else -%}"
     "{%- for k, v in c.function.arguments | items -%}"
-    "{{- k + '=' -}}{%- if v is string -%}{{- \"'\" + v + \"'\" -}}{%- else -%}{{- v -}}{%- endif -%}"
+    "{{- k + '=' -}}{%- if v is string -%}{{- v | tojson -}}{%- else -%}{{- v -}}{%- endif -%}"
     "{%- if not loop.last -%}{{- ', ' -}}{%- endif -%}"
     "{%- endfor -%}{%- endif -%}"
     "{{- ')]' -}}"
@@ -217,8 +217,11 @@ def test_null_written_as_none_beside_json_booleans_fails(good: Path) -> None:
         "{%- endfor -%}{%- endif -%}{{- '}</tool_call>' -}}"
     )
     result, _ = values(good, chatml(call=gemma))
-    assert result.status == "fail" and result.probe == "values-typed-arguments"
-    assert "the tool-call argument 'limit' is null, written as the Python literal 'limit:None'" in result.message
+    assert result.status == "fail"
+    found = [m for m in messages(result) if m.startswith("probe values-typed-arguments")]
+    assert "the tool-call argument 'limit' is null, written as the Python literal 'limit:None'" in found[0], found
+    # as Gemma 4 does, JSON-string arguments are written as given inside the call's braces
+    assert any(m.startswith("probe values-string-arguments") and "a key expected" in m for m in messages(result))
 
 
 def test_call_ids_rewritten_at_the_call_fail(good: Path) -> None:
@@ -240,7 +243,7 @@ def test_call_ids_rewritten_at_the_call_fail(good: Path) -> None:
         f"probe values-call-ids: message 2: the tool result refers to id {first_id!r}, which the rendering never "
         "shows at its call (message 1)"
     )
-    assert len(found) == 2
+    assert result.detail["failures"] == 6  # one result in each probe with a call, two in values-call-ids
 
 
 def test_call_ids_shown_at_the_call_and_the_result_pass(good: Path) -> None:
@@ -258,9 +261,10 @@ def test_call_ids_shown_at_the_call_and_the_result_pass(good: Path) -> None:
 # Every corpus template values-faithful fails, with the probes that show it (each checked by reading the template):
 # Llama 3.3 writes a tool result `| tojson` when it `is iterable` (a string is), string arguments `| tojson`, and
 # list content through `| trim` (Python repr); gpt-oss writes tool results and arguments `| tojson`; Mistral NeMo and
-# Qwen2.5 write arguments `| tojson` without testing `is string`; Gemma 4 writes null as `None` beside `true`/`false`.
+# Qwen2.5 write arguments `| tojson` without testing `is string`; Gemma 4 writes null as `None` beside `true`/`false`
+# and JSON-string arguments as given inside its own `call:name{...}` syntax.
 CORPUS_DEFECTS = {
-    "gemma-4": {"values-typed-arguments"},
+    "gemma-4": {"values-typed-arguments", "values-string-arguments"},
     "gpt-oss": {"values-tool-result-json-string", "values-string-arguments"},
     "llama-3.3": {"values-tool-result-json-string", "values-string-arguments", "values-content-parts"},
     "mistral-nemo": {"values-string-arguments"},
@@ -274,7 +278,7 @@ def test_corpus_fails_exactly_the_real_defects(toy_tokenizer_master: Path, tmp_p
         folder = model_folder(name, toy_tokenizer_master, tmp_path / name)
         report, _ = verify_with_context(folder, only=["values-faithful"], kwargs=corpus_manifest(name).get("kwargs"))
         result = report.check("values-faithful")
-        assert result.status in ("pass", "fail"), f"{name}: {result.message}"
+        assert result.status in ("pass", "info", "fail"), f"{name}: {result.message}"
         if result.status == "fail":
-            failing[name] = {e["probe"] for e in result.detail["examples"]}
+            failing[name] = {e["probe"] for e in result.detail["examples"] if e["severity"] == "error"}
     assert failing == CORPUS_DEFECTS

@@ -13,6 +13,7 @@ from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
 from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+from .call_turns import beside_calls, call_turn_hint
 
 _KIND_NAMES = {
     "content": "content",
@@ -128,7 +129,8 @@ def _missing(ctx: VerifyContext, probe: Probe, text: str, kept: str | None) -> l
                 )
             )
             continue
-        findings.append(Finding(probe.id, f"probe {probe.id}: {what} is dropped{_context(ctx, probe, s)}", detail))
+        said = f"probe {probe.id}: {what} is dropped{_context(ctx, probe, s)}{beside_calls(probe, s)}"
+        findings.append(Finding(probe.id, said, detail, hint=call_turn_hint(probe, s)))
     return findings
 
 

@@ -16,8 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...conversations.probes import Probe
+from ..call_differences import differences
+from ..call_syntax import Reading, Unreadable
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict
+from .call_values import CALL_HINT, CallRead, official_writes_the_same, read_calls, unescaped_quotes
 
 _PREFIX = "values-"
 _STRUCTURE = re.compile(r"""["']type["']\s*:\s*["']text["']""")
@@ -75,15 +78,9 @@ def _calls(probe: Probe) -> Iterator[tuple[int, dict[str, Any]]]:
             yield i, call
 
 
-def _arguments(call: dict[str, Any]) -> tuple[Any, bool]:
-    """A call's arguments as data, and whether the data gave them as a JSON string."""
-    arguments = call.get("function", call).get("arguments")
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments), True
-        except ValueError:
-            return None, True
-    return arguments, False
+def _data(value: Any, width: int = 60) -> str:
+    written = json.dumps(value, ensure_ascii=False)
+    return written if len(written) <= width else written[: width - 1] + "…"
 
 
 def _sentinel_in(value: str, probe: Probe) -> str | None:
@@ -154,19 +151,89 @@ class _Probe:
         ]
 
     def arguments(self) -> list[Finding]:
-        """Argument values written as JSON, call syntax or text, never encoded twice nor as Python literals in
-        JSON."""
+        """Each call read back in the syntax the template writes (JSON, a Python call, XML parameters, Gemma's
+        `call:name{...}`): every argument once, with its type, quoting and escaping. What the text alone shows is
+        said first, as it always was: values encoded twice, Python literals or a Python dict in JSON."""
+        findings, read_back = [], []
+        for read in read_calls(self.ctx, self.probe, self.text):
+            heuristics = [
+                f
+                for key, value in read.arguments.items()
+                if (f := self._argument(read.index, key, value, read.arguments, read.given)) is not None
+            ]
+            if heuristics:
+                findings += heuristics
+            elif isinstance(read.outcome, Reading):
+                read_back += self._read_back(read, read.outcome)
+            else:
+                unread = self._unread(read)
+                findings += [f for f in unread if f.severity == "info"]
+                read_back += [f for f in unread if f.severity != "info"]
+        if read_back and (official := official_writes_the_same(self.ctx, self.probe)) is not None:
+            for finding in read_back:
+                finding.severity = "warning"
+                finding.text += f"; {official}, the official renderer, writes the same: a limit of the format"
+        return findings + read_back
+
+    def _read_back(self, read: CallRead, reading: Reading) -> list[Finding]:
+        if reading.encoded_twice:
+            return [
+                self.finding(
+                    read.index,
+                    f"the tool-call arguments of {read.name} are encoded twice: written as a JSON string that holds "
+                    "their JSON object",
+                    reading.pos,
+                    _HINT_ARGUMENTS,
+                    syntax=reading.syntax,
+                )
+            ]
         findings = []
-        for index, call in _calls(self.probe):
-            arguments, as_string = _arguments(call)
-            if not isinstance(arguments, dict):
-                continue
-            given = call.get("function", call).get("arguments")
-            for key, value in arguments.items():
-                finding = self._argument(index, key, value, arguments, given if as_string else None)
-                if finding is not None:
-                    findings.append(finding)
+        for key, why in differences(reading, read.arguments):
+            at = self.text.find(key, reading.pos)
+            findings.append(
+                self.finding(
+                    read.index,
+                    f"the tool-call argument {key!r} of {read.name} ({reading.syntax}) is {why}"
+                    + (f" (the data says {_data(read.arguments[key])})" if why[:7] in ("missing", "written") else ""),
+                    at if at >= 0 else reading.pos,
+                    CALL_HINT,
+                    field=f"argument {key!r}",
+                    value=read.arguments[key],
+                    syntax=reading.syntax,
+                )
+            )
         return findings
+
+    def _unread(self, read: CallRead) -> list[Finding]:
+        """A call whose syntax does not parse (an error, naming a quote left unescaped where one is), or that no
+        syntax reads (info: its values are not checked)."""
+        outcome = read.outcome
+        if isinstance(outcome, Unreadable):
+            quoted = unescaped_quotes(self.text, read.arguments)
+            why = f" (the argument {quoted[0]!r} holds a quote written unescaped inside its quotes)" if quoted else ""
+            if not why and read.given is not None and read.given in self.text:
+                why = " (the arguments' JSON string written as given, inside a syntax of its own)"
+            return [
+                self.finding(
+                    read.index,
+                    f"the tool call of {read.name} is written as a {outcome.syntax} that does not give its arguments "
+                    f"back: {outcome.reason}{why}",
+                    quoted[1] if quoted else outcome.pos,
+                    CALL_HINT,
+                    syntax=outcome.syntax,
+                )
+            ]
+        if read.sentinel is None or read.sentinel not in self.text:
+            return []
+        finding = self.finding(
+            read.index,
+            f"the tool call of {read.name} is written in a syntax none of JSON, a Python call or XML parameters "
+            "reads: its values are not checked",
+            self.text.find(read.sentinel),
+            CALL_HINT,
+        )
+        finding.severity = "info"
+        return [finding]
 
     def _argument(
         self, index: int, key: str, value: Any, arguments: dict[str, Any], given: str | None
