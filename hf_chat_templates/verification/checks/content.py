@@ -26,8 +26,60 @@ _KIND_NAMES = {
 }
 
 
+# What each capability is, in words: a refusal names the one the template lacks.
+CAPABILITY_NAMES = {
+    "system": "system messages",
+    "tools": "tool definitions",
+    "tool_calls": "tool calls",
+    "parallel_calls": "parallel tool calls (several in one turn)",
+    "tool_results": "tool results",
+    "content_parts": "content given as a list of parts",
+    "reasoning": "reasoning (reasoning_content)",
+}
+
+
+def lacking(ctx: VerifyContext, probe: Probe) -> list[str]:
+    """The capabilities a probe carries that the template shows nowhere: what its refusal of the probe refuses."""
+    carried = set(probe.requires) | {s.needs for s in probe.sentinels if s.needs is not None}
+    return [c for c in CAPABILITY_NAMES if c in carried and ctx.capabilities.get(c) != "yes"]
+
+
+def refusal_severity(ctx: VerifyContext, capabilities: list[str]) -> str:
+    """A template's refusal of input it does not support is a stated limit (info); a risk (warning) when the
+    template will be trained on data that has it (`--conversations` says which fields the data has; `--training`
+    without data: it may have it)."""
+    if ctx.data_fields is not None:
+        return "warning" if any(ctx.data_fields.get(c) for c in capabilities) else "info"
+    return "warning" if ctx.training else "info"
+
+
+def _refusal(ctx: VerifyContext, probe: Probe, reason: str, error: str | None) -> Finding:
+    """A probe the template's raise_exception refuses: info naming the capability it lacks (or the shape it does
+    not accept), a warning when the data to train on has it."""
+    missing = lacking(ctx, probe)
+    if missing:
+        what = ", ".join(CAPABILITY_NAMES[c] for c in missing)
+        text = (
+            f"probe {probe.id} ({probe.description}): the template refuses {what} (raise_exception: {reason}): "
+            f"it does not support {'tool calling' if set(missing) & {'tools', 'tool_calls'} else what}"
+        )
+    else:
+        text = (
+            f"probe {probe.id} ({probe.description}): the template refuses this conversation shape "
+            f"(raise_exception: {reason}): it does not accept {probe.description}"
+        )
+    severity = refusal_severity(ctx, missing) if missing else ("warning" if ctx.training else "info")
+    if severity == "warning":
+        text += (
+            "; the data to train on has it: its records that carry it cannot be rendered"
+            if ctx.data_fields is not None
+            else "; the template is to be trained on: records that carry it cannot be rendered"
+        )
+    return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity)
+
+
 def renders(ctx: VerifyContext) -> CheckResult:
-    crashes, refusals = [], []
+    findings = []
     for probe in ctx.probes:
         r = ctx.rendered[probe.id]
         if r.ok:
@@ -42,34 +94,28 @@ def renders(ctx: VerifyContext) -> CheckResult:
                 hint="accept `tool_calls: []` as no tool calls: test `message.tool_calls` (empty is false), "
                 "not `'tool_calls' in message` or `is defined`",
             )
-            crashes.append(finding)
         elif r.refused:
-            finding = Finding(
-                probe.id,
-                f"probe {probe.id} ({probe.description}) is refused by the template's raise_exception: {reason}",
-                {"error": r.error},
-            )
-            refusals.append(finding)
+            finding = _refusal(ctx, probe, reason, r.error)
         else:
             finding = Finding(
                 probe.id,
                 f"probe {probe.id} ({probe.description}) does not render in transformers' sandbox: {r.error}",
                 {"error": r.error},
             )
-            crashes.append(finding)
         _explain_content_none(finding, content_none_effect(ctx, probe))
-    hint = (
-        "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
-        "as dict or JSON string, content None, content as a list of parts"
-    )
-    if crashes:
-        return verdict("renders", crashes + refusals, "", hint)
+        findings.append(finding)
+    for finding in findings:
+        if finding.severity is not None and finding.severity != "error":
+            finding.hint = (
+                "the template states what it does not support; convert such inputs before rendering, or train a "
+                "template that supports them"
+            )
     return verdict(
         "renders",
-        refusals,
+        findings,
         f"all {len(ctx.probes)} probes render in transformers' sandbox",
-        "the template explains what it does not accept; convert such inputs before rendering",
-        status="warn",
+        "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
+        "as dict or JSON string, content None, content as a list of parts",
     )
 
 
@@ -217,21 +263,50 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
             severity, why = "error", " although the template renders their results"
         elif capability == "reasoning" and _THINKING.search(ctx.template):
             severity, why = "error", " although the template is a thinking model's (it speaks of thinking)"
+            if (inline := _reasoning_in_content(ctx)) is not None:
+                # Reasoning inside content is the format (QwQ-style): the data's separate field is what is lost
+                severity, why = "warning", f"; the format keeps reasoning inside content by design ({inline})"
         if ctx.data_fields is not None and not ctx.data_fields.get(capability):
             severity, why = "info", f"{why}; the data has none: nothing of it is lost"
+        inline_fix = "by design" in why and severity != "info"
         findings.append(
             Finding(
                 probe.id if probe else None,
                 f"{loss}{why}"
-                + ("" if severity in ("error", "info") or ctx.training else " (with --training: a failure)"),
+                + (
+                    ""
+                    if severity in ("error", "info") or ctx.training or inline_fix
+                    else " (with --training: a failure)"
+                ),
                 {"capability": capability},
                 severity=severity,
-                hint=_LOSS_FIXES[capability],
+                hint=_INLINE_REASONING_FIX if inline_fix else _LOSS_FIXES[capability],
             )
         )
     return findings
 
 
+def _reasoning_in_content(ctx: VerifyContext) -> str | None:
+    """How the format keeps reasoning, when it keeps it inside content by design: the reasoning probe's thought
+    written in its answer's content between think tags survives the rendering. None when it does not (a template
+    that cuts content at </think> drops it)."""
+    probe = next((p for p in ctx.probes if p.id == "reasoning"), None)
+    if probe is None:
+        return None
+    messages = probe.message_list()
+    answer = messages[-1]
+    thought = answer.pop("reasoning_content", None)
+    if not isinstance(thought, str):
+        return None
+    answer["content"] = f"<think>{thought}</think>{answer.get('content') or ''}"
+    r = ctx.renderer.render(messages, probe.tool_list())
+    return "<think>…</think> written in the answer's content is rendered" if r.ok and thought in (r.text or "") else None
+
+
+_INLINE_REASONING_FIX = (
+    "write the data's reasoning into the answer's content as <think>…</think> before training (the format's own "
+    "place for it), or accept that the separate reasoning field trains nothing"
+)
 _LOSS_FIXES = {
     "system": "render messages[0] when its role is system, in every conversation shape",
     "tools": "render the tools list (transformers passes it as `tools`)",
@@ -293,6 +368,8 @@ def _generated_header(ctx: VerifyContext, tail: str, answer: str) -> str | None:
     if at < 0:
         return None
     header = tail[:at]
+    if header.isspace():  # the format's whitespace after the role header (` [/INST] `, `ASSISTANT: `)
+        return header
     return header if any(header.endswith(t) for t in ctx.control_tokens) else None
 
 
@@ -379,15 +456,39 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
         )
     completion = full_ids[len(prompt_ids) :]
     stop_id = ctx.token_id(stop)
-    if stop_id not in completion or ctx.tokenizer.decode(completion[: completion.index(stop_id)]) != header + answer:
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: message {index}: the completion tokens "
-            f"{ctx.pieces(completion[:8])} do not decode to the content then "
-            f"{stop}",
-            {"message_index": index, "token_position": len(prompt_ids)},
-        )
-    return None
+    decoded = ctx.tokenizer.decode(completion[: completion.index(stop_id)]) if stop_id in completion else None
+    if decoded == header + answer:
+        return _leading_space(ctx, probe, index, header, prompt) if header.isspace() else None
+    pieces = ctx.tokenizer.convert_ids_to_tokens(completion[:1])
+    word_start = bool(pieces) and str(pieces[0]).startswith("▁")
+    if decoded is not None and (header.isspace() or header == "") and decoded.strip() == answer.strip():
+        if header.isspace() or (word_start and decoded == " " + answer):
+            # The decoder drops (or adds) the word-start space of SentencePiece's first piece: the same text
+            return _leading_space(ctx, probe, index, header or "▁", prompt)
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the completion tokens "
+        f"{ctx.pieces(completion[:8])} do not decode to the content then "
+        f"{stop}",
+        {"message_index": index, "token_position": len(prompt_ids)},
+    )
+
+
+def _leading_space(ctx: VerifyContext, probe: Probe, index: int, lead: str, prompt: str) -> Finding:
+    """The format's whitespace between the role header and the answer, which the generation prompt does not end
+    with (`[/INST]` then ` answer`, `ASSISTANT:` then ` answer`, or SentencePiece's word-start ▁ on the first
+    answer token): the model is trained to generate it. A stated limit of the format, not a mistrained answer:
+    moving the space into the prompt would leave prompts ending in a lone space token the model never saw."""
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the trained answer starts with '{visible(lead)}', which the "
+        f"generation prompt ({around(prompt, len(prompt), ctx.control_tokens)}) does not end with: the model "
+        "generates a leading space before each answer; serving should strip it from the reply",
+        {"message_index": index, "char_position": len(prompt), "lead": lead},
+        severity="info",
+        hint="strip the leading whitespace from generated replies when serving; keep the generation prompt as it "
+        "is (a prompt ending in the space would end in a lone space token, which training never shows)",
+    )
 
 
 def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: str) -> Finding | None:
@@ -429,6 +530,12 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
         finding = _completion_finding(ctx, probe)
         if finding is not None:
             findings.append(finding)
+    leads = [f for f in findings if "lead" in f.detail]
+    if leads and len(leads) + sum(1 for f in findings if "lead" not in f.detail) < len(probes):
+        # Some answers start with the whitespace and some do not: it depends on the content, not the format
+        for f in leads:
+            f.severity = None
+            f.text = f.text.split(": the model generates")[0] + ": other answers do not; the model is trained on it"
     if not probes:
         return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
     return verdict(
