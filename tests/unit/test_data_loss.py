@@ -40,9 +40,7 @@ THINKING_INLINE = (
     "{%- endif -%}" + GOOD
 )
 # The same, cutting content at </think>: reasoning has no place at all
-THINKING_WITHOUT_REASONING = THINKING_INLINE.replace(
-    "{{- m.content -}}", "{{- m.content.split('</think>')[-1] -}}"
-)
+THINKING_WITHOUT_REASONING = THINKING_INLINE.replace("{{- m.content -}}", "{{- m.content.split('</think>')[-1] -}}")
 TRIMMED = GOOD.replace("{{- m.content -}}", "{{- m.content | trim -}}")
 
 
