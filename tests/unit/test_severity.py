@@ -242,3 +242,24 @@ def test_sentencepieces_word_start_on_the_first_answer_token_is_info(tmp_path: P
     result = check(ctx, "completion-matches-content")
     assert result.status == "info", result.message
     assert "the trained answer starts with '\u2581'" in result.message
+
+
+# ---- the checks reference -------------------------------------------------------------------------------------------
+
+CHECKS_DOC = REPO_ROOT / "docs" / "checks.md"
+
+
+def test_every_check_is_documented_and_every_documented_check_exists() -> None:
+    from hf_chat_templates.verification.checks import CHECK_ORDER
+
+    text = CHECKS_DOC.read_text(encoding="utf-8")
+    documented = [line[4:].strip() for line in text.splitlines() if line.startswith("### ")]
+    assert sorted(documented) == sorted(CHECK_ORDER), set(documented) ^ set(CHECK_ORDER)
+    assert documented == list(CHECK_ORDER)  # in the order they run
+    sections = text.split("\n### ")[1:]
+    for section in sections:
+        name = section.splitlines()[0]
+        assert "Example:" in section and "Fix:" in section, f"{name}: its example finding or its fix is missing"
+    policy = text.split("## The checks")[0]
+    for severity in ("**error**", "**warning**", "**info**"):
+        assert severity in policy
