@@ -68,6 +68,27 @@ def test_a_refusal_is_a_warning_when_the_data_to_train_on_has_what_it_refuses(go
     assert unknown.status == "warn" and "the template is to be trained on" in unknown.message
 
 
+def test_verify_conversations_decides_whether_a_refusal_is_a_warning(
+    capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path
+) -> None:
+    from ..helpers import run, write_jsonl
+
+    template = tmp_path / "toolless.jinja"
+    template.write_text(TOOLLESS)
+    plain = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    data = write_jsonl(tmp_path / "plain.jsonl", [json.dumps(plain)])
+    args = ("verify", str(good), "--template", str(template), "--only", "renders", "--json")
+    code, out, _ = run(capsys, *args, "--training", "--conversations", str(data))
+    (result,) = json.loads(out)["checks"]
+    assert code == 0 and result["severity"] == "info"  # the data has no tools: the limit loses nothing
+    assert "it does not support tool calling" in result["message"]
+    tools = {**plain, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    data = write_jsonl(tmp_path / "tools.jsonl", [json.dumps(tools)])
+    code, out, _ = run(capsys, *args, "--training", "--conversations", str(data))
+    (result,) = json.loads(out)["checks"]
+    assert result["severity"] == "warning" and "the data to train on has it" in result["message"]
+
+
 def test_a_template_that_refuses_parallel_calls_names_that_capability(good: Path) -> None:
     ctx = context(good, SINGLE_CALL)
     result = check(ctx, "renders")

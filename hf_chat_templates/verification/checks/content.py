@@ -286,23 +286,28 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
     return findings
 
 
+# Think tags a format writes reasoning between, inside an answer's content.
+_THINK_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<thinking>", "</thinking>"))
+
+
 def _reasoning_in_content(ctx: VerifyContext) -> str | None:
-    """How the format keeps reasoning, when it keeps it inside content by design: the reasoning probe's thought
-    written in its answer's content between think tags survives the rendering. None when it does not (a template
-    that cuts content at </think> drops it)."""
+    """How the format keeps reasoning, when it keeps it inside content by design: the template names a pair of think
+    tags, and the reasoning probe's thought written between them in its answer's content survives the rendering.
+    None otherwise (a template that cuts content at </think> drops it; one that never names think tags has no place
+    for reasoning at all)."""
+    tags = next(((a, b) for a, b in _THINK_TAGS if b in ctx.template), None)
     probe = next((p for p in ctx.probes if p.id == "reasoning"), None)
-    if probe is None:
+    if tags is None or probe is None:
         return None
     messages = probe.message_list()
     answer = messages[-1]
     thought = answer.pop("reasoning_content", None)
     if not isinstance(thought, str):
         return None
-    answer["content"] = f"<think>{thought}</think>{answer.get('content') or ''}"
+    answer["content"] = f"{tags[0]}{thought}{tags[1]}{answer.get('content') or ''}"
     r = ctx.renderer.render(messages, probe.tool_list())
-    return (
-        "<think>…</think> written in the answer's content is rendered" if r.ok and thought in (r.text or "") else None
-    )
+    kept = r.ok and thought in (r.text or "")
+    return f"{tags[0]}…{tags[1]} written in the answer's content is rendered" if kept else None
 
 
 _INLINE_REASONING_FIX = (
