@@ -113,6 +113,32 @@ def test_the_data_fields_count_content_parts_and_parallel_calls() -> None:
     assert carried_fields(record) == {"content_parts", "tool_calls", "parallel_calls"}
 
 
+# Plain ChatML as many models ship it (OpenHermes 2.5, Qwen1.5): every message's content concatenated as a string,
+# every role written the same way; no tools, no content parts.
+PLAIN_CHATML = (
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_a_crash_on_what_the_template_never_reads_is_a_limit_of_its_format(good: Path) -> None:
+    ctx = context(good, PLAIN_CHATML)
+    assert failing(ctx) == {}
+    result = check(ctx, "renders")
+    assert result.status == "info" and result.probe == "tool-call"
+    assert "the template never reads tool calls and raises on them (UndefinedError: " in result.message
+    messages = [e["message"] for e in result.detail["examples"]]
+    assert any(
+        "never reads content given as a list of parts and raises on them (TypeError: can only concatenate str" in m
+        for m in messages
+    )
+    # It shows a tool message as it shows any message: tool calls never rendered are not an error for that
+    dropped = check(ctx, "nothing-dropped")
+    assert dropped.status == "warn" and "although the template renders their results" not in json.dumps(dropped.detail)
+    trained = check(context(good, PLAIN_CHATML, training=True, data_fields={"content_parts": 2}), "renders")
+    assert trained.status == "warn" and trained.probe == "content-parts"
+
+
 def test_a_crash_on_what_the_template_reads_stays_an_error(good: Path) -> None:
     crashing = GOOD.replace("{{- p.text -}}", "{{- p.text + 1 -}}")
     result = check(context(good, crashing), "renders")

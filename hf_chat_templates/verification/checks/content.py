@@ -70,12 +70,52 @@ def _refusal(ctx: VerifyContext, probe: Probe, reason: str, error: str | None) -
         )
     severity = refusal_severity(ctx, missing) if missing else ("warning" if ctx.training else "info")
     if severity == "warning":
-        text += (
-            "; the data to train on has it: its records that carry it cannot be rendered"
-            if ctx.data_fields is not None
-            else "; the template is to be trained on: records that carry it cannot be rendered"
-        )
+        text += _unrenderable(ctx)
     return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity)
+
+
+# What in a template's text says it reads a capability: a crash on input it never reads is a limit of its format
+# (a string-only template concatenating a list of parts), a crash on input it reads is an error.
+_CLAIMS = {
+    "system": re.compile(r"""['"]system['"]"""),
+    "tools": re.compile(r"\btools\b"),
+    "tool_calls": re.compile(r"\btool_calls\b|\bfunction_call\b"),
+    "parallel_calls": re.compile(r"\btool_calls\b"),
+    "tool_results": re.compile(r"""['"](?:tool|ipython|function|observation|tool_results?)['"]"""),
+    "content_parts": re.compile(
+        r"""\bis\s+(?:not\s+)?(?:string|iterable|sequence|mapping)\b|['"]type['"]|\.type\b|\.text\b|['"]text['"]"""
+    ),
+    "reasoning": re.compile(r"reasoning_content|\bthinking\b|</think>|\[/THINK\]"),
+}
+
+
+def _unclaimed(ctx: VerifyContext, probe: Probe) -> list[str]:
+    """The capabilities the probe carries that the template shows nowhere and never names: what a crash on it says
+    the template does not support (empty when it names one of them: a crash on what it reads is an error)."""
+    missing = lacking(ctx, probe)
+    texts = ctx.template + (ctx.tool_template or "")
+    return [] if any(_CLAIMS[c].search(texts) for c in missing) else missing
+
+
+def _unsupported(ctx: VerifyContext, probe: Probe, missing: list[str], error: str | None) -> Finding:
+    """A probe that crashes on input the template never reads: its format's limit, info (a warning when the data to
+    train on has it), like a refusal, but said as a crash."""
+    what = ", ".join(CAPABILITY_NAMES[c] for c in missing)
+    severity = refusal_severity(ctx, missing)
+    text = (
+        f"probe {probe.id} ({probe.description}): the template never reads {what} and raises on them ({error}): "
+        f"it does not support {what}"
+    )
+    if severity == "warning":
+        text += _unrenderable(ctx)
+    return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity)
+
+
+def _unrenderable(ctx: VerifyContext) -> str:
+    """Why a limit is a warning: the data to train on has what the template does not support."""
+    if ctx.data_fields is not None:
+        return "; the data to train on has it: its records that carry it cannot be rendered"
+    return "; the template is to be trained on: records that carry it cannot be rendered"
 
 
 def renders(ctx: VerifyContext) -> CheckResult:
@@ -96,6 +136,8 @@ def renders(ctx: VerifyContext) -> CheckResult:
             )
         elif r.refused:
             finding = _refusal(ctx, probe, reason, r.error)
+        elif not probe.must_render and (unclaimed := _unclaimed(ctx, probe)):
+            finding = _unsupported(ctx, probe, unclaimed, r.error)
         else:
             finding = Finding(
                 probe.id,
@@ -255,11 +297,11 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
         probe = next((p for p in ctx.probes if any(s.needs == capability for s in p.sentinels)), None)
         severity = "error" if ctx.training else "warning"
         why = ""
-        if capability == "tool_calls" and caps.get("tools") == "yes":
+        if capability == "tool_calls" and _reads(ctx, "tools"):
             severity, why = "error", " although the template renders the tool definitions"
-        elif capability == "tool_results" and caps.get("tool_calls") == "yes":
+        elif capability == "tool_results" and _reads(ctx, "tool_calls"):
             severity, why = "error", " although the template renders the tool calls they answer"
-        elif capability == "tool_calls" and caps.get("tool_results") == "yes":
+        elif capability == "tool_calls" and _reads(ctx, "tool_results"):
             severity, why = "error", " although the template renders their results"
         elif capability == "reasoning" and _THINKING.search(ctx.template):
             severity, why = "error", " although the template is a thinking model's (it speaks of thinking)"
@@ -288,6 +330,14 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
 
 # Think tags a format writes reasoning between, inside an answer's content.
 _THINK_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<thinking>", "</thinking>"))
+
+
+def _reads(ctx: VerifyContext, capability: str) -> bool:
+    """Whether the template renders a capability and names it: a template that writes every role the same way shows
+    a tool result as it shows any message, which says nothing of tool support."""
+    return ctx.capabilities.get(capability) == "yes" and bool(
+        _CLAIMS[capability].search(ctx.template + (ctx.tool_template or ""))
+    )
 
 
 def _reasoning_in_content(ctx: VerifyContext) -> str | None:
