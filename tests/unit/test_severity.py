@@ -310,3 +310,11 @@ def test_every_check_is_documented_and_every_documented_check_exists() -> None:
     policy = text.split("## The checks")[0]
     for severity in ("**error**", "**warning**", "**info**"):
         assert severity in policy
+
+
+def test_granite_3_3s_reasoning_inside_content_is_a_warning_by_design(good: Path) -> None:
+    granite = (REPO_ROOT / "tests" / "data" / "templates" / "granite-3.3" / "chat_template.jinja").read_text()
+    result = check(context(good, granite), "nothing-dropped")
+    (reasoning,) = [e for e in result.detail["examples"] if "reasoning (reasoning_content)" in e["message"]]
+    assert reasoning["severity"] == "warning"
+    assert "the format keeps reasoning inside content by design (<think>…</think>" in reasoning["message"]
