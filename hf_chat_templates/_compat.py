@@ -71,6 +71,15 @@ def render_with_assistant_indices(
     return str(text), [(int(a), int(b)) for a, b in indices]
 
 
+# The moments frozen_clock has pinned, innermost last: a renderer that pins its own clock leaves an outer one be.
+_FROZEN: list[_dt.datetime] = []
+
+
+def clock_frozen() -> bool:
+    """Whether a frozen_clock block is open: `strftime_now` reads its moment, not the clock."""
+    return bool(_FROZEN)
+
+
 @contextlib.contextmanager
 def frozen_clock(moment: _dt.datetime) -> Iterator[None]:
     """Make transformers' `strftime_now` read `moment` instead of the clock (it calls the module's `datetime`)."""
@@ -83,9 +92,11 @@ def frozen_clock(moment: _dt.datetime) -> Iterator[None]:
 
     original = chat_template_utils.datetime
     chat_template_utils.datetime = _Frozen  # type: ignore[misc]
+    _FROZEN.append(moment)
     try:
         yield
     finally:
+        _FROZEN.pop()
         chat_template_utils.datetime = original  # type: ignore[misc]
 
 

@@ -10,7 +10,10 @@ same message.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +52,9 @@ def describe_exception(err: BaseException) -> str:
 class Renderer:
     """Renders conversations with one template on one tokenizer, and encodes the results. With a `tool_template`
     (a folder's named `tool_use` template), a conversation given tools is rendered with it, as transformers picks
-    it when `tools` is passed. `budget`: what its renders may spend (default: the run's for this template)."""
+    it when `tools` is passed. `budget`: what its renders may spend (default: the run's for this template).
+    `clock`: the moment `strftime_now` reads in every render (verify pins one, so that no two renderings of a run
+    differ because a second passed between them); a frozen_clock block around a render wins over it."""
 
     def __init__(
         self,
@@ -60,8 +65,10 @@ class Renderer:
         *,
         tool_template: str | None = None,
         budget: RenderBudget | None = None,
+        clock: dt.datetime | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.clock = clock
         self.template = template
         self.tool_template = tool_template
         self.kwargs = dict(kwargs or {})
@@ -70,6 +77,15 @@ class Renderer:
         self._cache: dict[Any, Rendered] = {}
         self._encoded: dict[str, list[int]] = {}
         self._with_offsets: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
+
+    @contextlib.contextmanager
+    def _pinned(self) -> Iterator[None]:
+        """The renderer's clock, unless a frozen_clock block is already open (deterministic compares two)."""
+        if self.clock is None or _compat.clock_frozen():
+            yield
+        else:
+            with frozen_clock(self.clock):
+                yield
 
     def template_for(self, tools: list[dict[str, Any]] | None) -> str:
         """The template transformers renders a conversation with: `tool_use` when tools are given and there is
@@ -94,7 +110,7 @@ class Renderer:
             if key in self._cache:
                 return self._cache[key]
         try:
-            with limited(self.limits, self.budget) as limits:
+            with self._pinned(), limited(self.limits, self.budget) as limits:
                 text = self.tokenizer.apply_chat_template(
                     messages,
                     tools=tools,
@@ -124,7 +140,7 @@ class Renderer:
         (`"content": None` arrives as no content key). What a template author who tests `content is none` expects."""
         variables = {**self.template_variables(), **self.kwargs}
         try:
-            with limited(self.limits, self.budget) as limits:
+            with self._pinned(), limited(self.limits, self.budget) as limits:
                 (text,) = _compat.render_conversations(
                     self.template_for(tools),
                     [messages],
@@ -153,7 +169,7 @@ class Renderer:
 
     def _tokenized(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **flags: Any) -> Any:
         """`apply_chat_template(tokenize=True, return_dict=True)` under the limits."""
-        with limited(self.limits, self.budget):
+        with self._pinned(), limited(self.limits, self.budget):
             return self.tokenizer.apply_chat_template(
                 messages,
                 tools=tools,

@@ -53,10 +53,19 @@ def _taint(ast: nodes.Template) -> dict[str, str]:
     return tainted
 
 
+def _part_type(node: nodes.Node) -> bool:
+    """Whether `node` reads a content part's `type` key (`item.type`, `content['type']`): which kind of part it is
+    (text, image, ...), a structure the client chose, not text anyone wrote."""
+    if isinstance(node, nodes.Getattr):
+        return node.attr == "type"
+    return isinstance(node, nodes.Getitem) and const_string(node.arg) == "type"
+
+
 def _compared(node: nodes.Compare, tainted: dict[str, str]) -> tuple[str, str] | None:
     sides = [node.expr, *(op.expr for op in node.ops)]
     ops = {op.op for op in node.ops}
-    kinds = {_reads(s, tainted) for s in sides} - {None}
+    # `content['type'] == 'text'` tells a text part from an image: not a trigger on what the content says
+    kinds = {_reads(s, tainted) for s in sides if not _part_type(s)} - {None}
     literals = [s.value for s in sides if isinstance(s, nodes.Const) and s.value is not None]
     if "clock" in kinds and literals:
         return "clock", repr(literals[0])

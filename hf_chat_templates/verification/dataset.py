@@ -242,8 +242,8 @@ class RecordChecker:
 
 
 def carried_fields(record: dict[str, Any], *, reasoning_dropped: bool = False) -> set[str]:
-    """What a normalized record carries, by verify's capability names: system, tools, tool_calls, tool_results,
-    reasoning (also when normalization dropped it because the template reads none)."""
+    """What a normalized record carries, by verify's capability names: system, tools, tool_calls, parallel_calls,
+    tool_results, content_parts, reasoning (also when normalization dropped it because the template reads none)."""
     messages = record["messages"]
     found = {"tools"} if record.get("tools") else set()
     if messages and messages[0].get("role") == "system" and messages[0].get("content"):
@@ -251,6 +251,10 @@ def carried_fields(record: dict[str, Any], *, reasoning_dropped: bool = False) -
     for m in messages:
         if m.get("tool_calls"):
             found.add("tool_calls")
+            if len(m["tool_calls"]) > 1:
+                found.add("parallel_calls")
+        if isinstance(m.get("content"), list):
+            found.add("content_parts")
         if m.get("role") == "tool":
             found.add("tool_results")
         if m.get("role") == "assistant" and any(m.get(name) for name in REASONING_FIELDS):

@@ -51,4 +51,4 @@ def test_nine_character_ids_are_generated_for_a_template_that_requires_them(
     assert ctx.capabilities["tool_calls"] == "yes"
     # With OpenAI-format ids the same template refuses every tool probe: its tool handling would go unchecked
     refused = check(context(good, NINE_CHAR_IDS, build_probes("openai")), "renders")
-    assert refused.status == "warn" and "Tool call IDs should be alphanumeric strings with length 9" in refused.message
+    assert refused.status == "info" and "Tool call IDs should be alphanumeric strings with length 9" in refused.message

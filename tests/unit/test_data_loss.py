@@ -34,10 +34,19 @@ CONTENT_OR_CALLS = GOOD.replace(
 # A SmolLM3 variant's shape: tools in the system prompt, assistant tool calls never written.
 NO_CALLS = GOOD.replace("{%- for c in m.tool_calls or [] -%}", "{%- for c in [] -%}")
 # A thinking model's template (enable_thinking) that writes no reasoning_content: reasoning data trains nothing.
+# A thinking switch that asks for reasoning inside <think></think> tags, and content written as it is: reasoning
+# lives inside content by design (Granite 3.3's format)
+THINKING_INLINE = (
+    "{%- if enable_thinking -%}{{- '<|im_start|>system\\nThink first, inside <think></think> tags.<|im_end|>\\n' -}}"
+    "{%- endif -%}" + GOOD
+)
+# A thinking switch and no place for reasoning: no think tags, no reasoning field
 THINKING_WITHOUT_REASONING = (
     "{%- if enable_thinking is defined and not enable_thinking -%}{{- '<|im_start|>system\\n/no_think<|im_end|>\\n' -}}"
     "{%- endif -%}" + GOOD
 )
+# The inline format cutting content at </think>: its reasoning is dropped
+THINKING_CUT = THINKING_INLINE.replace("{{- m.content -}}", "{{- m.content.split('</think>')[-1] -}}")
 TRIMMED = GOOD.replace("{{- m.content -}}", "{{- m.content | trim -}}")
 
 
@@ -127,6 +136,20 @@ def test_a_thinking_models_template_that_drops_reasoning_fails(good: Path) -> No
     result = check(context(good, THINKING_WITHOUT_REASONING), "nothing-dropped")
     assert result.status == "fail"
     assert "reasoning data trains nothing although the template is a thinking model's" in result.message
+
+
+def test_a_format_that_keeps_reasoning_inside_content_is_a_warning_not_an_error(good: Path) -> None:
+    for training in (False, True):
+        result = check(context(good, THINKING_INLINE, training=training), "nothing-dropped")
+        assert result.status == "warn", result.message
+        assert "the format keeps reasoning inside content by design" in result.message
+        assert "with --training: a failure" not in result.message
+        assert "<think>…</think>" in (result.hint or "")
+    # The data has no reasoning: nothing is lost
+    quiet = check(context(good, THINKING_INLINE, training=True, data_fields={"system": 1}), "nothing-dropped")
+    assert quiet.status == "info"
+    cut = check(context(good, THINKING_CUT), "nothing-dropped")
+    assert cut.status == "fail" and "although the template is a thinking model's" in cut.message
 
 
 def test_trimmed_content_is_not_what_the_data_says(good: Path) -> None:

@@ -216,7 +216,7 @@ def test_completion_matches_content_fails_on_a_stray_newline(good: Path) -> None
 
 
 def test_completion_matches_content_fails_on_text_before_the_content(good: Path) -> None:
-    broken = GOOD.replace("'<|im_start|>' + m.role + '\\n'", "'<|im_start|>' + m.role + '\\n '")
+    broken = GOOD.replace("'<|im_start|>' + m.role + '\\n'", "'<|im_start|>' + m.role + '\\nSure: '")
     result = check(context(good, broken), "completion-matches-content")
     assert result.status == "fail" and "is not the content" in result.message
 
@@ -266,9 +266,18 @@ def test_deterministic_fails_on_the_clock_and_names_the_kwarg(good: Path) -> Non
         "{{- 'Today: ' + date_string + '\\n' -}}" + GOOD
     )
     result = check(context(good, clocked), "deterministic")
-    assert result.status == "fail"
+    assert result.status == "warn" and result.severity == "warning"  # one kwarg pins it: a risk, not an error
     assert "reads the clock (message 0, char" in result.message and "02·Jan·2024" in result.message
+    assert "the template's date_string kwarg pins it" in result.message
     assert result.detail["pinned_by"] == "date_string"
+    assert "date_string='26 Jul 2024'" in (result.hint or "")
+
+
+def test_deterministic_fails_on_a_clock_no_kwarg_pins(good: Path) -> None:
+    clocked = "{{- 'Now: ' + strftime_now('%H:%M:%S') + '\\n' -}}" + GOOD
+    result = check(context(good, clocked), "deterministic")
+    assert result.status == "fail" and "no kwarg pins it" in result.message
+    assert result.detail["pinned_by"] is None
 
 
 def test_engine_parity_fails_on_a_filter_minijinja_lacks(good: Path) -> None:
@@ -313,9 +322,11 @@ def test_renders_warns_on_a_deliberate_refusal(good: Path) -> None:
         "{%- endfor -%}" + GOOD
     )
     result = check(context(good, refusing), "renders")
-    assert result.status == "warn"
+    assert result.status == "info"  # a limit the template states, of a shape (its tool calls render otherwise)
     assert result.probe == "tool-call-json-arguments"
-    assert "refused by the template's raise_exception: pass tool-call arguments as a dict" in result.message
+    assert "the template refuses this conversation shape (raise_exception: pass tool-call arguments as a dict)" in (
+        result.message
+    )
 
 
 # ---- publish guard: the files of a folder must agree ----

@@ -1,8 +1,9 @@
 """Every check, in the order they run: one ordered tuple of (id, function of the context). Each module holds one
-concern: `tokens` (how a rendering becomes ids), `content` (what a rendering keeps), `training` (the assistant
-mask), `portability` (the clock, other engines, the official renderer), `folder` (the files agree), `safety`
-(what the template reaches for, hides or says on a trigger), `structure` (turns opened and closed, BOS
-first, no placeholder written as text)."""
+concern: `tokens` (how a rendering becomes ids), `content` (what a rendering keeps), `completion` (what an answer
+trains), `training` (the assistant mask), `portability` (the clock, other engines, the official renderer), `folder`
+(the files agree), `safety` (what the template reaches for, hides or says on a trigger), `structure` (turns opened
+and closed, BOS first, no placeholder written as text). docs/checks.md describes each check, its severities and its
+fix."""
 
 from __future__ import annotations
 
@@ -10,7 +11,19 @@ from collections.abc import Callable
 
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult
-from . import content, engines, fidelity, folder, portability, safety, stability, structure, tokens, training
+from . import (
+    completion,
+    content,
+    engines,
+    fidelity,
+    folder,
+    portability,
+    safety,
+    stability,
+    structure,
+    tokens,
+    training,
+)
 
 Check = Callable[[VerifyContext], CheckResult]
 RecordCheck = Callable[[RecordContext], "str | None"]
@@ -23,7 +36,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("decode-roundtrip", tokens.decode_roundtrip),
     ("nothing-dropped", content.nothing_dropped),
     ("values-faithful", fidelity.values_faithful),
-    ("completion-matches-content", content.completion_matches_content),
+    ("completion-matches-content", completion.completion_matches_content),
     ("structure", structure.structure),
     ("assistant-mask", training.assistant_mask),
     ("prefix-stable", stability.prefix_stable),

@@ -12,7 +12,7 @@ from ...conversations.normalize import REASONING_FIELDS
 from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
-from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+from ..results import CheckResult, Finding, verdict
 from .call_turns import beside_calls, call_turn_hint
 
 _KIND_NAMES = {
@@ -27,8 +27,100 @@ _KIND_NAMES = {
 }
 
 
+# What each capability is, in words: a refusal names the one the template lacks.
+CAPABILITY_NAMES = {
+    "system": "system messages",
+    "tools": "tool definitions",
+    "tool_calls": "tool calls",
+    "parallel_calls": "parallel tool calls (several in one turn)",
+    "tool_results": "tool results",
+    "content_parts": "content given as a list of parts",
+    "reasoning": "reasoning (reasoning_content)",
+}
+
+
+def lacking(ctx: VerifyContext, probe: Probe) -> list[str]:
+    """The capabilities a probe carries that the template shows nowhere: what its refusal of the probe refuses."""
+    carried = set(probe.requires) | {s.needs for s in probe.sentinels if s.needs is not None}
+    return [c for c in CAPABILITY_NAMES if c in carried and ctx.capabilities.get(c) != "yes"]
+
+
+def refusal_severity(ctx: VerifyContext, capabilities: list[str]) -> str:
+    """A template's refusal of input it does not support is a stated limit (info); a risk (warning) when the
+    template will be trained on data that has it (`--conversations` says which fields the data has; `--training`
+    without data: it may have it)."""
+    if ctx.data_fields is not None:
+        return "warning" if any(ctx.data_fields.get(c) for c in capabilities) else "info"
+    return "warning" if ctx.training else "info"
+
+
+def _refusal(ctx: VerifyContext, probe: Probe, reason: str, error: str | None) -> Finding:
+    """A probe the template's raise_exception refuses: info naming the capability it lacks (or the shape it does
+    not accept), a warning when the data to train on has it."""
+    missing = lacking(ctx, probe)
+    if missing:
+        what = ", ".join(CAPABILITY_NAMES[c] for c in missing)
+        text = (
+            f"probe {probe.id} ({probe.description}): the template refuses {what} (raise_exception: {reason}): "
+            f"it does not support {'tool calling' if set(missing) & {'tools', 'tool_calls'} else what}"
+        )
+    else:
+        text = (
+            f"probe {probe.id} ({probe.description}): the template refuses this conversation shape "
+            f"(raise_exception: {reason}): it does not accept {probe.description}"
+        )
+    severity = refusal_severity(ctx, missing) if missing else ("warning" if ctx.training else "info")
+    if severity == "warning":
+        text += _unrenderable(ctx)
+    return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity)
+
+
+# What in a template's text says it reads a capability: a crash on input it never reads is a limit of its format
+# (a string-only template concatenating a list of parts), a crash on input it reads is an error.
+_CLAIMS = {
+    "system": re.compile(r"""['"]system['"]"""),
+    "tools": re.compile(r"\btools\b"),
+    "tool_calls": re.compile(r"\btool_calls\b|\bfunction_call\b"),
+    "parallel_calls": re.compile(r"\btool_calls\b"),
+    "tool_results": re.compile(r"""['"](?:tool|ipython|function|observation|tool_results?)['"]"""),
+    "content_parts": re.compile(
+        r"""\bis\s+(?:not\s+)?(?:string|iterable|sequence|mapping)\b|['"]type['"]|\.type\b|\.text\b|['"]text['"]"""
+    ),
+    "reasoning": re.compile(r"reasoning_content|\bthinking\b|</think>|\[/THINK\]"),
+}
+
+
+def _unclaimed(ctx: VerifyContext, probe: Probe) -> list[str]:
+    """The capabilities the probe carries that the template shows nowhere and never names: what a crash on it says
+    the template does not support (empty when it names one of them: a crash on what it reads is an error)."""
+    missing = lacking(ctx, probe)
+    texts = ctx.template + (ctx.tool_template or "")
+    return [] if any(_CLAIMS[c].search(texts) for c in missing) else missing
+
+
+def _unsupported(ctx: VerifyContext, probe: Probe, missing: list[str], error: str | None) -> Finding:
+    """A probe that crashes on input the template never reads: its format's limit, info (a warning when the data to
+    train on has it), like a refusal, but said as a crash."""
+    what = ", ".join(CAPABILITY_NAMES[c] for c in missing)
+    severity = refusal_severity(ctx, missing)
+    text = (
+        f"probe {probe.id} ({probe.description}): the template never reads {what} and raises on them ({error}): "
+        f"it does not support {what}"
+    )
+    if severity == "warning":
+        text += _unrenderable(ctx)
+    return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity)
+
+
+def _unrenderable(ctx: VerifyContext) -> str:
+    """Why a limit is a warning: the data to train on has what the template does not support."""
+    if ctx.data_fields is not None:
+        return "; the data to train on has it: its records that carry it cannot be rendered"
+    return "; the template is to be trained on: records that carry it cannot be rendered"
+
+
 def renders(ctx: VerifyContext) -> CheckResult:
-    crashes, refusals = [], []
+    findings = []
     for probe in ctx.probes:
         r = ctx.rendered[probe.id]
         if r.ok:
@@ -43,34 +135,30 @@ def renders(ctx: VerifyContext) -> CheckResult:
                 hint="accept `tool_calls: []` as no tool calls: test `message.tool_calls` (empty is false), "
                 "not `'tool_calls' in message` or `is defined`",
             )
-            crashes.append(finding)
         elif r.refused:
-            finding = Finding(
-                probe.id,
-                f"probe {probe.id} ({probe.description}) is refused by the template's raise_exception: {reason}",
-                {"error": r.error},
-            )
-            refusals.append(finding)
+            finding = _refusal(ctx, probe, reason, r.error)
+        elif not probe.must_render and (unclaimed := _unclaimed(ctx, probe)):
+            finding = _unsupported(ctx, probe, unclaimed, r.error)
         else:
             finding = Finding(
                 probe.id,
                 f"probe {probe.id} ({probe.description}) does not render in transformers' sandbox: {r.error}",
                 {"error": r.error},
             )
-            crashes.append(finding)
         _explain_content_none(finding, content_none_effect(ctx, probe))
-    hint = (
-        "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
-        "as dict or JSON string, content None, content as a list of parts"
-    )
-    if crashes:
-        return verdict("renders", crashes + refusals, "", hint)
+        findings.append(finding)
+    for finding in findings:
+        if finding.severity is not None and finding.severity != "error":
+            finding.hint = (
+                "the template states what it does not support; convert such inputs before rendering, or train a "
+                "template that supports them"
+            )
     return verdict(
         "renders",
-        refusals,
+        findings,
         f"all {len(ctx.probes)} probes render in transformers' sandbox",
-        "the template explains what it does not accept; convert such inputs before rendering",
-        status="warn",
+        "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
+        "as dict or JSON string, content None, content as a list of parts",
     )
 
 
@@ -211,29 +299,73 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
         probe = next((p for p in ctx.probes if any(s.needs == capability for s in p.sentinels)), None)
         severity = "error" if ctx.training else "warning"
         why = ""
-        if capability == "tool_calls" and caps.get("tools") == "yes":
+        if capability == "tool_calls" and _reads(ctx, "tools"):
             severity, why = "error", " although the template renders the tool definitions"
-        elif capability == "tool_results" and caps.get("tool_calls") == "yes":
+        elif capability == "tool_results" and _reads(ctx, "tool_calls"):
             severity, why = "error", " although the template renders the tool calls they answer"
-        elif capability == "tool_calls" and caps.get("tool_results") == "yes":
+        elif capability == "tool_calls" and _reads(ctx, "tool_results"):
             severity, why = "error", " although the template renders their results"
         elif capability == "reasoning" and _THINKING.search(ctx.template):
             severity, why = "error", " although the template is a thinking model's (it speaks of thinking)"
+            if (inline := _reasoning_in_content(ctx)) is not None:
+                # Reasoning inside content is the format (QwQ-style): the data's separate field is what is lost
+                severity, why = "warning", f"; the format keeps reasoning inside content by design ({inline})"
         if ctx.data_fields is not None and not ctx.data_fields.get(capability):
             severity, why = "info", f"{why}; the data has none: nothing of it is lost"
+        inline_fix = "by design" in why and severity != "info"
         findings.append(
             Finding(
                 probe.id if probe else None,
                 f"{loss}{why}"
-                + ("" if severity in ("error", "info") or ctx.training else " (with --training: a failure)"),
+                + (
+                    ""
+                    if severity in ("error", "info") or ctx.training or inline_fix
+                    else " (with --training: a failure)"
+                ),
                 {"capability": capability},
                 severity=severity,
-                hint=_LOSS_FIXES[capability],
+                hint=_INLINE_REASONING_FIX if inline_fix else _LOSS_FIXES[capability],
             )
         )
     return findings
 
 
+# Think tags a format writes reasoning between, inside an answer's content.
+_THINK_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<thinking>", "</thinking>"))
+
+
+def _reads(ctx: VerifyContext, capability: str) -> bool:
+    """Whether the template renders a capability and names it: a template that writes every role the same way shows
+    a tool result as it shows any message, which says nothing of tool support."""
+    return ctx.capabilities.get(capability) == "yes" and bool(
+        _CLAIMS[capability].search(ctx.template + (ctx.tool_template or ""))
+    )
+
+
+def _reasoning_in_content(ctx: VerifyContext) -> str | None:
+    """How the format keeps reasoning, when it keeps it inside content by design: the template names a pair of think
+    tags, and the reasoning probe's thought written between them in its answer's content survives the rendering.
+    None otherwise (a template that cuts content at </think> drops it; one that never names think tags has no place
+    for reasoning at all)."""
+    tags = next(((a, b) for a, b in _THINK_TAGS if b in ctx.template), None)
+    probe = next((p for p in ctx.probes if p.id == "reasoning"), None)
+    if tags is None or probe is None:
+        return None
+    messages = probe.message_list()
+    answer = messages[-1]
+    thought = answer.pop("reasoning_content", None)
+    if not isinstance(thought, str):
+        return None
+    answer["content"] = f"{tags[0]}{thought}{tags[1]}{answer.get('content') or ''}"
+    r = ctx.renderer.render(messages, probe.tool_list())
+    kept = r.ok and thought in (r.text or "")
+    return f"{tags[0]}…{tags[1]} written in the answer's content is rendered" if kept else None
+
+
+_INLINE_REASONING_FIX = (
+    "write the data's reasoning into the answer's content as <think>…</think> before training (the format's own "
+    "place for it), or accept that the separate reasoning field trains nothing"
+)
 _LOSS_FIXES = {
     "system": "render messages[0] when its role is system, in every conversation shape",
     "tools": "render the tools list (transformers passes it as `tools`)",
@@ -264,182 +396,6 @@ def nothing_dropped(ctx: VerifyContext) -> CheckResult:
         "reasoning the data carries is in the rendering",
         "render every field in every conversation shape: the system prompt whatever the last message, content next "
         "to tool_calls, every element of message.tool_calls, every text part, the last turn's reasoning",
-    )
-
-
-def _completion_probes(ctx: VerifyContext) -> list[Probe]:
-    out = []
-    for p in ctx.probes:
-        last = p.messages[-1] if p.messages else {}
-        if (
-            p.ends_with_assistant
-            and not p.continue_final_message
-            and isinstance(last.get("content"), str)
-            and last["content"].strip()
-            and "tool_calls" not in last
-            and "reasoning_content" not in last
-            and p.messages[-2]["role"] != "assistant"
-            and ctx.applicable(p)
-            and ctx.rendered[p.id].ok
-        ):
-            out.append(p)
-    return out
-
-
-def _generated_header(ctx: VerifyContext, tail: str, answer: str) -> str | None:
-    """What the model writes before the content: nothing, or a header that ends with a control token (Harmony's
-    `<|channel|>final<|message|>`). Stray text or whitespace before the content is not a header."""
-    at = tail.find(answer)
-    if at == 0:
-        return ""
-    if at < 0:
-        return None
-    header = tail[:at]
-    return header if any(header.endswith(t) for t in ctx.control_tokens) else None
-
-
-def _prompt_not_prefix(
-    ctx: VerifyContext, probe: Probe, messages: list[dict[str, Any]], prompt: str, full: str
-) -> Finding:
-    """The generation prompt is not a prefix of the training rendering: an error when the prompt's end differs
-    from how the answer's turn opens, a warning when earlier turns change (a history rewrite, see prefix-stable)."""
-    index = len(messages) - 1
-    pos = first_difference(prompt, full)
-    history = ctx.renderer.render(messages[:-1], probe.tool_list())
-    rewritten = history.ok and pos < len(history.text or "")
-    return Finding(
-        probe.id,
-        f"probe {probe.id}: the generation prompt is not a prefix of the "
-        f"training rendering at char {pos}: prompt {around(prompt, pos, ctx.control_tokens)} vs "
-        f"conversation {around(full, pos, ctx.control_tokens)}"
-        + ("; earlier turns render differently once the answer follows (see prefix-stable)" if rewritten else ""),
-        {"message_index": index, "char_position": pos},
-        severity="warning" if rewritten else None,
-    )
-
-
-def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
-    """Why the trained completion of the probe's last message is not exactly its content + the stop token."""
-    messages = probe.message_list()
-    answer = messages[-1]["content"]
-    prompt_r = ctx.snapshot(probe, len(messages) - 1)
-    full = ctx.rendered[probe.id].text or ""
-    if not prompt_r.ok:
-        return Finding(probe.id, f"probe {probe.id}: the prompt does not render ({prompt_r.error})")
-    prompt = prompt_r.text or ""
-    index = len(messages) - 1
-    if not full.startswith(prompt):
-        return _prompt_not_prefix(ctx, probe, messages, prompt, full)
-    tail = full[len(prompt) :]
-    header = _generated_header(ctx, tail, answer)
-    if header is None and (trimmed := _trimmed(ctx, probe, index, answer, tail)) is not None:
-        trimmed.detail["char_position"] += len(prompt)
-        return trimmed
-    if header is None:
-        pos = first_difference(answer, tail)
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: the trained completion of message {index} is not "
-            f"the content: expected {around(answer, pos, ctx.control_tokens)}, "
-            f"got {around(tail, pos, ctx.control_tokens)}",
-            {"message_index": index, "char_position": len(prompt) + pos},
-        )
-    rest = tail[len(header) + len(answer) :]
-    stop = next((t for t in ctx.stop_tokens if rest.startswith(t)), None)
-    if stop is None:
-        nearest = min(((rest.find(t), t) for t in ctx.stop_tokens if t in rest), default=(-1, None))
-        extra = rest[: nearest[0]] if nearest[0] > 0 else rest[:20]
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: message {index}: after the content comes "
-            f"{extra!r} before the stop token {nearest[1] or ctx.stop_tokens[0]}: "
-            f"the model is trained to write it; "
-            f"{around(full, len(prompt) + len(header) + len(answer), ctx.control_tokens)}",
-            {"message_index": index, "char_position": len(prompt) + len(header) + len(answer), "extra": extra},
-        )
-    after = rest[len(stop) :]
-    if after.strip():
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: message {index}: text {after[:20]!r} follows the stop token {stop}",
-            {"message_index": index},
-        )
-    prompt_ids, full_ids = ctx.renderer.encode(prompt), ctx.renderer.encode(full)
-    if full_ids[: len(prompt_ids)] != prompt_ids:
-        i = first_difference(prompt_ids, full_ids)
-        own = header == "" and answer[:1].isspace()  # the data's leading whitespace, not the template's
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: the prompt's tokens are not a prefix of the "
-            f"conversation's at token {i}: {ctx.pieces(prompt_ids[i : i + 2])} vs "
-            f"{ctx.pieces(full_ids[i : i + 2])} (the answer merges into the prompt"
-            + ("; it starts with whitespace, which the tokenizer joins to the prompt's last token)" if own else ")"),
-            {"message_index": index, "token_position": i},
-            severity="warning" if own else None,
-            cause="input normalization" if own else None,
-            hint="strip leading whitespace from answers in the data" if own else None,
-        )
-    completion = full_ids[len(prompt_ids) :]
-    stop_id = ctx.token_id(stop)
-    if stop_id not in completion or ctx.tokenizer.decode(completion[: completion.index(stop_id)]) != header + answer:
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: message {index}: the completion tokens "
-            f"{ctx.pieces(completion[:8])} do not decode to the content then "
-            f"{stop}",
-            {"message_index": index, "token_position": len(prompt_ids)},
-        )
-    return None
-
-
-def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: str) -> Finding | None:
-    """When the template trims the content (`| trim`, `.lstrip('\\n')`): the model is trained on other text than
-    the data's. None when the rendering holds the content's text with all its whitespace, or not at all."""
-    core = answer.strip()
-    at = tail.find(core) if core else -1
-    if at < 0:
-        return None
-    lead, trail = answer[: answer.find(core)], answer[answer.find(core) + len(core) :]
-    kept_lead = next(lead[i:] for i in range(len(lead) + 1) if tail[:at].endswith(lead[i:]))
-    if _generated_header(ctx, tail[: at - len(kept_lead)] + answer, answer) is None:
-        return None
-    after = tail[at + len(core) :]
-    kept_trail = next(trail[:i] for i in range(len(trail), -1, -1) if after.startswith(trail[:i]))
-    lost = [
-        f"{side} '{visible(ws)}'"
-        for side, ws in (("leading", lead[: len(lead) - len(kept_lead)]), ("trailing", trail[len(kept_trail) :]))
-        if ws
-    ]
-    if not lost:
-        return None
-    return Finding(
-        probe.id,
-        f"probe {probe.id}: message {index}: the trained completion is the content trimmed: its {' and '.join(lost)} "
-        f"whitespace is not trained (the template strips content), so the model learns other text than the data says",
-        {"message_index": index, "char_position": at, "lost": lost},
-        hint="write message content as given (drop `| trim`, `.strip()`), or strip the dataset's content before "
-        "training so the data and the rendering agree",
-    )
-
-
-def completion_matches_content(ctx: VerifyContext) -> CheckResult:
-    if not ctx.stop_tokens:
-        return CheckResult("completion-matches-content", "skip", NO_STOP_TOKEN)
-    if (missing := ctx.missing_turn_end()) is not None:
-        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
-    findings = []
-    probes = _completion_probes(ctx)
-    for probe in probes:
-        finding = _completion_finding(ctx, probe)
-        if finding is not None:
-            findings.append(finding)
-    if not probes:
-        return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
-    return verdict(
-        "completion-matches-content",
-        findings,
-        f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)",
-        "write the stop token right after the content, and let the generation prompt end where the answer begins",
     )
 
 

@@ -60,14 +60,25 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
                 f"probe {probe.id}: the rendering reads the clock (message "
                 f"{ctx.message_at(probe, pos)}, char {pos}): {around(a, pos, ctx.control_tokens)} on "
                 f"{CLOCKS[0]:%Y-%m-%d} vs {around(b, pos, ctx.control_tokens)} on {CLOCKS[1]:%Y-%m-%d}"
-                + (f"; passing {pin}=… pins it" if pin else "; no kwarg pins it"),
+                + (
+                    f"; the template's {pin} kwarg pins it: pass {pin} in training and serving alike"
+                    if pin
+                    else "; no kwarg pins it: training bakes in the day it runs, serving sees another"
+                ),
                 {"char_position": pos, "pinned_by": pin},
+                # Pinnable: a risk the user can remove with one kwarg. Not pinnable: the model is trained on text
+                # the data did not say, and served other text.
+                severity="warning" if pin else None,
+                hint=f"pass {pin} to apply_chat_template in training and serving (e.g. "
+                f"apply_chat_template(..., {pin}='26 Jul 2024'), or --kwarg {pin}='26 Jul 2024')"
+                if pin
+                else None,
             )
         )
         break
     hint = (
-        "pass the pinning kwarg in training (e.g. apply_chat_template(..., date_string='26 Jul 2024')), or use "
-        "a variant whose date has a fixed default"
+        "give the date a kwarg with a fixed default ({%- if not date_string is defined %}{%- set date_string = "
+        "'26 Jul 2024' %}{%- endif %}) and pass it in training and serving, or use a variant whose date is fixed"
     )
     return verdict("deterministic", findings, "the rendering does not depend on the clock", hint)
 

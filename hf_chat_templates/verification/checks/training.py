@@ -205,7 +205,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
         if ctx.tool_template is not None and origin == "the derived training variant"
         else None
     )
-    training = Renderer(ctx.tokenizer, template, ctx.kwargs, tool_template=tool_training)
+    training = Renderer(ctx.tokenizer, template, ctx.kwargs, tool_template=tool_training, clock=ctx.renderer.clock)
     one_to_one = byte_level_lossless(ctx.tokenizer)
     findings: list[Finding] = []
     untrained: list[Finding] = []

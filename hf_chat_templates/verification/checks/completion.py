@@ -1,0 +1,229 @@
+"""`completion-matches-content`: the trained completion of an answer is exactly its content and the stop token,
+after a generation prompt that is its prefix. The format's own whitespace between the role header and the answer
+(`[/INST] answer`, `ASSISTANT: answer`, SentencePiece's word-start ▁) is a stated limit, not a mistrained answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...conversations.probes import Probe
+from ..context import VerifyContext
+from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+
+
+def _completion_probes(ctx: VerifyContext) -> list[Probe]:
+    out = []
+    for p in ctx.probes:
+        last = p.messages[-1] if p.messages else {}
+        if (
+            p.ends_with_assistant
+            and not p.continue_final_message
+            and isinstance(last.get("content"), str)
+            and last["content"].strip()
+            and "tool_calls" not in last
+            and "reasoning_content" not in last
+            and p.messages[-2]["role"] != "assistant"
+            and ctx.applicable(p)
+            and ctx.rendered[p.id].ok
+        ):
+            out.append(p)
+    return out
+
+
+def _generated_header(ctx: VerifyContext, tail: str, answer: str) -> str | None:
+    """What the model writes before the content: nothing, or a header that ends with a control token (Harmony's
+    `<|channel|>final<|message|>`). Stray text or whitespace before the content is not a header."""
+    at = tail.find(answer)
+    if at == 0:
+        return ""
+    if at < 0:
+        return None
+    header = tail[:at]
+    if header.isspace():  # the format's whitespace after the role header (` [/INST] `, `ASSISTANT: `)
+        return header
+    return header if any(header.endswith(t) for t in ctx.control_tokens) else None
+
+
+def _prompt_not_prefix(
+    ctx: VerifyContext, probe: Probe, messages: list[dict[str, Any]], prompt: str, full: str
+) -> Finding:
+    """The generation prompt is not a prefix of the training rendering: an error when the prompt's end differs
+    from how the answer's turn opens, a warning when earlier turns change (a history rewrite, see prefix-stable)."""
+    index = len(messages) - 1
+    pos = first_difference(prompt, full)
+    history = ctx.renderer.render(messages[:-1], probe.tool_list())
+    rewritten = history.ok and pos < len(history.text or "")
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: the generation prompt is not a prefix of the "
+        f"training rendering at char {pos}: prompt {around(prompt, pos, ctx.control_tokens)} vs "
+        f"conversation {around(full, pos, ctx.control_tokens)}"
+        + ("; earlier turns render differently once the answer follows (see prefix-stable)" if rewritten else ""),
+        {"message_index": index, "char_position": pos},
+        severity="warning" if rewritten else None,
+    )
+
+
+def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
+    """Why the trained completion of the probe's last message is not exactly its content + the stop token."""
+    messages = probe.message_list()
+    answer = messages[-1]["content"]
+    prompt_r = ctx.snapshot(probe, len(messages) - 1)
+    full = ctx.rendered[probe.id].text or ""
+    if not prompt_r.ok:
+        return Finding(probe.id, f"probe {probe.id}: the prompt does not render ({prompt_r.error})")
+    prompt = prompt_r.text or ""
+    index = len(messages) - 1
+    if not full.startswith(prompt):
+        return _prompt_not_prefix(ctx, probe, messages, prompt, full)
+    tail = full[len(prompt) :]
+    header = _generated_header(ctx, tail, answer)
+    if header is None and (trimmed := _trimmed(ctx, probe, index, answer, tail)) is not None:
+        trimmed.detail["char_position"] += len(prompt)
+        return trimmed
+    if header is None:
+        pos = first_difference(answer, tail)
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: the trained completion of message {index} is not "
+            f"the content: expected {around(answer, pos, ctx.control_tokens)}, "
+            f"got {around(tail, pos, ctx.control_tokens)}",
+            {"message_index": index, "char_position": len(prompt) + pos},
+        )
+    rest = tail[len(header) + len(answer) :]
+    stop = next((t for t in ctx.stop_tokens if rest.startswith(t)), None)
+    if stop is None:
+        nearest = min(((rest.find(t), t) for t in ctx.stop_tokens if t in rest), default=(-1, None))
+        extra = rest[: nearest[0]] if nearest[0] > 0 else rest[:20]
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: message {index}: after the content comes "
+            f"{extra!r} before the stop token {nearest[1] or ctx.stop_tokens[0]}: "
+            f"the model is trained to write it; "
+            f"{around(full, len(prompt) + len(header) + len(answer), ctx.control_tokens)}",
+            {"message_index": index, "char_position": len(prompt) + len(header) + len(answer), "extra": extra},
+        )
+    after = rest[len(stop) :]
+    if after.strip():
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: message {index}: text {after[:20]!r} follows the stop token {stop}",
+            {"message_index": index},
+        )
+    prompt_ids, full_ids = ctx.renderer.encode(prompt), ctx.renderer.encode(full)
+    if full_ids[: len(prompt_ids)] != prompt_ids:
+        i = first_difference(prompt_ids, full_ids)
+        own = header == "" and answer[:1].isspace()  # the data's leading whitespace, not the template's
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: the prompt's tokens are not a prefix of the "
+            f"conversation's at token {i}: {ctx.pieces(prompt_ids[i : i + 2])} vs "
+            f"{ctx.pieces(full_ids[i : i + 2])} (the answer merges into the prompt"
+            + ("; it starts with whitespace, which the tokenizer joins to the prompt's last token)" if own else ")"),
+            {"message_index": index, "token_position": i},
+            severity="warning" if own else None,
+            cause="input normalization" if own else None,
+            hint="strip leading whitespace from answers in the data" if own else None,
+        )
+    return _decoded_finding(ctx, probe, index, (prompt, header, answer, stop), full_ids[len(prompt_ids) :])
+
+
+def _decoded_finding(
+    ctx: VerifyContext, probe: Probe, index: int, parts: tuple[str, str, str, str], completion: list[int]
+) -> Finding | None:
+    """Whether the completion tokens decode to the header, the content, then the stop token (`parts`: the prompt,
+    the header, the content, the stop token)."""
+    prompt, header, answer, stop = parts
+    stop_id = ctx.token_id(stop)
+    decoded = ctx.tokenizer.decode(completion[: completion.index(stop_id)]) if stop_id in completion else None
+    if decoded == header + answer:
+        return _leading_space(ctx, probe, index, header, prompt) if header.isspace() else None
+    pieces = ctx.tokenizer.convert_ids_to_tokens(completion[:1])
+    word_start = bool(pieces) and str(pieces[0]).startswith("\u2581")
+    # The decoder drops the word-start space of SentencePiece's first piece (` answer` decodes as `answer`), or
+    # adds one the text does not have (`[/INST]answer` trains `▁answer`): the model generates a leading space
+    if (header.isspace() and decoded == header[1:] + answer) or (
+        header == "" and word_start and decoded == " " + answer
+    ):
+        return _leading_space(ctx, probe, index, header or "\u2581", prompt)
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the completion tokens "
+        f"{ctx.pieces(completion[:8])} do not decode to the content then "
+        f"{stop}",
+        {"message_index": index, "token_position": len(ctx.renderer.encode(prompt))},
+    )
+
+
+def _leading_space(ctx: VerifyContext, probe: Probe, index: int, lead: str, prompt: str) -> Finding:
+    """The format's whitespace between the role header and the answer, which the generation prompt does not end
+    with (`[/INST]` then ` answer`, `ASSISTANT:` then ` answer`, or SentencePiece's word-start ▁ on the first
+    answer token): the model is trained to generate it. A stated limit of the format, not a mistrained answer:
+    moving the space into the prompt would leave prompts ending in a lone space token the model never saw."""
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the trained answer starts with '{visible(lead)}', which the "
+        f"generation prompt ({around(prompt, len(prompt), ctx.control_tokens)}) does not end with: the model "
+        "generates a leading space before each answer; serving should strip it from the reply",
+        {"message_index": index, "char_position": len(prompt), "lead": lead},
+        severity="info",
+        hint="strip the leading whitespace from generated replies when serving; keep the generation prompt as it "
+        "is (a prompt ending in the space would end in a lone space token, which training never shows)",
+    )
+
+
+def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: str) -> Finding | None:
+    """When the template trims the content (`| trim`, `.lstrip('\\n')`): the model is trained on other text than
+    the data's. None when the rendering holds the content's text with all its whitespace, or not at all."""
+    core = answer.strip()
+    at = tail.find(core) if core else -1
+    if at < 0:
+        return None
+    lead, trail = answer[: answer.find(core)], answer[answer.find(core) + len(core) :]
+    kept_lead = next(lead[i:] for i in range(len(lead) + 1) if tail[:at].endswith(lead[i:]))
+    if _generated_header(ctx, tail[: at - len(kept_lead)] + answer, answer) is None:
+        return None
+    after = tail[at + len(core) :]
+    kept_trail = next(trail[:i] for i in range(len(trail), -1, -1) if after.startswith(trail[:i]))
+    lost = [
+        f"{side} '{visible(ws)}'"
+        for side, ws in (("leading", lead[: len(lead) - len(kept_lead)]), ("trailing", trail[len(kept_trail) :]))
+        if ws
+    ]
+    if not lost:
+        return None
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the trained completion is the content trimmed: its {' and '.join(lost)} "
+        f"whitespace is not trained (the template strips content), so the model learns other text than the data says",
+        {"message_index": index, "char_position": at, "lost": lost},
+        hint="write message content as given (drop `| trim`, `.strip()`), or strip the dataset's content before "
+        "training so the data and the rendering agree",
+    )
+
+
+def completion_matches_content(ctx: VerifyContext) -> CheckResult:
+    if not ctx.stop_tokens:
+        return CheckResult("completion-matches-content", "skip", NO_STOP_TOKEN)
+    if (missing := ctx.missing_turn_end()) is not None:
+        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
+    findings = []
+    probes = _completion_probes(ctx)
+    for probe in probes:
+        finding = _completion_finding(ctx, probe)
+        if finding is not None:
+            findings.append(finding)
+    leads = [f for f in findings if "lead" in f.detail]
+    if leads and len(leads) + sum(1 for f in findings if "lead" not in f.detail) < len(probes):
+        # Some answers start with the whitespace and some do not: it depends on the content, not the format
+        for f in leads:
+            f.severity = None
+            f.text = f.text.split(": the model generates")[0] + ": other answers do not; the model is trained on it"
+    if not probes:
+        return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
+    return verdict(
+        "completion-matches-content",
+        findings,
+        f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)",
+        "write the stop token right after the content, and let the generation prompt end where the answer begins",
+    )
