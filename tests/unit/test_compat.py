@@ -29,6 +29,7 @@ COVERED = {
     "render_conversations",
     "render_with_assistant_indices",
     "frozen_clock",
+    "clock_frozen",
     "fast_renderer",
     "join_generator",
     "component_state",
@@ -217,6 +218,16 @@ def test_render_with_assistant_indices_gives_marked_spans() -> None:
     assert spans == [(7, 9), (16, 19)]
     assert [text[a:b] for a, b in spans] == ["yo", "ans"]
     assert all(type(a) is int and type(b) is int for a, b in spans)
+
+
+def test_clock_frozen_says_whether_a_frozen_clock_block_is_open() -> None:
+    assert not _compat.clock_frozen()
+    with _compat.frozen_clock(dt.datetime(2001, 2, 3)):
+        assert _compat.clock_frozen()
+        with _compat.frozen_clock(dt.datetime(2002, 2, 3)):
+            assert _compat.clock_frozen()
+        assert _compat.clock_frozen()
+    assert not _compat.clock_frozen()
 
 
 def test_frozen_clock_freezes_strftime_now_and_restores_it() -> None:
