@@ -21,6 +21,8 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from pathlib import Path
 from .errors import HfChatTemplatesError, OutputBusyError, OutputExistsError, TokenizerFolderError, option
 
 STAGING_MARK = ".hfct-staging-"
+STDOUT = "-"
 # What to do when a place cannot be written, by errno; for any other error, choose another output.
 _UNWRITABLE = {
     errno.EACCES: "choose an {output} you can write, or change the folder's permissions",
@@ -239,12 +242,45 @@ def staged_folder(output: Path, *, force: bool, where_hint: str | None = None, w
             shutil.rmtree(staging.path, ignore_errors=True)
 
 
-def write_file(path: Path, data: bytes | str) -> None:
-    """Write one file whole or not at all: a temporary file beside it, then a rename."""
-    path = Path(path)
-    if path.is_dir():
+def is_stdout(path: str | os.PathLike[str] | None) -> bool:
+    """Whether an output path is `-`, standard output."""
+    return path is not None and os.fspath(path) == STDOUT
+
+
+def check_regular_target(path: Path) -> None:
+    """Refuse a file output whose path holds anything but a regular file (or a symlink to one): a folder, a device,
+    a FIFO, a socket. Renaming over one would replace it (a device node, as root) instead of writing to it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise OutputExistsError(
+                f"{path}: a symlink to a missing file", hint="give a plain file name, or remove the link", path=path
+            ) from None
+        return
+    except OSError as err:
+        raise unwritable(path, err, "cannot read the output path") from None
+    if stat.S_ISDIR(st.st_mode):
         raise OutputExistsError(f"{path}: is a folder", hint="give a file name such as report.html", path=path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputExistsError(
+            f"{path}: is not a regular file (a device, FIFO or socket); only regular files are written",
+            hint="give a file name, or '-' for standard output",
+            path=path,
+        )
+
+
+def write_file(path: Path, data: bytes | str) -> None:
+    """Write one file whole or not at all: a temporary file beside it, then a rename. `-` is standard output.
+    Only a regular file is written or replaced (`check_regular_target`)."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    if is_stdout(path):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+        return
+    path = Path(path)
+    check_regular_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{STAGING_MARK}", dir=path.parent)

@@ -19,6 +19,8 @@ from .app import (
     json_option,
     template_options,
     write_html,
+    written,
+    check_outputs,
 )
 from .gguf_files import against_option
 
@@ -77,7 +79,7 @@ NOT_WITH_ALL = {
     is_flag=True,
     help="Content is rendered with sanitize_control_tokens=True: content that still forges a control token fails.",
 )
-@click.option("--workers", type=int, default=None, help="Worker processes for --conversations.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for --conversations.")
 @against_option
 @click.option(
     "--all",
@@ -140,6 +142,7 @@ def verify_command(
     from ..verification.runner import verify_with_context
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
+    text_to_stderr = check_outputs(as_json, **{"--html": html_out, "--sarif": sarif_out})
     if all_families:
         given = locals()
         _refuse_ignored_with_all({flag: given[name] for name, flag in NOT_WITH_ALL.items()})
@@ -173,7 +176,7 @@ def verify_command(
     report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:
         write_html(html_out, [(report, ctx)])
-    _print_report(report, dataset, as_json)
+    _print_report(report, dataset, as_json, text_to_stderr)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
 
@@ -192,7 +195,7 @@ def _safety_outputs(report: Any, ctx: Any, accepted: Any, sarif_out: Path | None
         report = apply_baseline(report, accepted)
     if sarif_out is not None:
         write_sarif(sarif_out, report, template_artifact(ctx, template_file))
-        click.echo(f"SARIF written: {sarif_out}", err=True)
+        written("SARIF", sarif_out)
     return report
 
 
@@ -219,7 +222,7 @@ def _refuse_ignored_with_all(given: dict[str, Any]) -> None:
         )
 
 
-def _print_report(report: Any, dataset: Any, as_json: bool) -> None:
+def _print_report(report: Any, dataset: Any, as_json: bool, to_stderr: bool = False) -> None:
     from ..view.report import format_report
 
     if as_json:
@@ -228,9 +231,9 @@ def _print_report(report: Any, dataset: Any, as_json: bool) -> None:
             doc["conversations"] = dataset.to_dict()
         emit_json(doc)
     else:
-        click.echo(format_report(report))
+        click.echo(format_report(report), err=to_stderr)
         if dataset is not None:
-            click.echo(dataset.describe())
+            click.echo(dataset.describe(), err=to_stderr)
 
 
 def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, engines: str | None = None) -> None:
@@ -246,7 +249,7 @@ def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, 
     if as_json:
         emit_json([r.to_dict() for r in reports])
     else:
-        click.echo(format_matrix(reports))
+        click.echo(format_matrix(reports), err=html_out is not None and str(html_out) == "-")
     # The seeds are shipped byte-exact as `upstream` to show what was wrong with them; what `install FAMILY`
     # installs is the default variant, and that is what the exit code answers for.
     defaults = {f.name: f.default_variant for f in list_families()}
@@ -254,6 +257,7 @@ def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, 
     if not as_json:
         click.echo(
             "default variants: "
-            + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing))
+            + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing)),
+            err=html_out is not None and str(html_out) == "-",
         )
     sys.exit(1 if failing else 0)

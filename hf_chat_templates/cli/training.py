@@ -70,14 +70,14 @@ from .app import (
 )
 @click.option(
     "--check-every",
-    type=int,
+    type=click.IntRange(min=1),
     default=256,
     show_default=True,
     metavar="N",
     help="Through the run, one record in N (and the first ones, and each new shape's first) goes through the fast "
     "paths and the plain path both; a difference turns that fast path off for the rest of the run.",
 )
-@click.option("--workers", type=int, default=None, help="Worker processes.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes.")
 @click.option(
     "--engine",
     type=click.Choice(["local", "ray"]),
@@ -91,7 +91,7 @@ from .app import (
     default=None,
     help="The Ray cluster to join ('auto': the one running on this machine); default: start a local one.",
 )
-@click.option("--num-cpus", type=int, default=None, help="CPUs to use on Ray (default: all of the cluster's).")
+@click.option("--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs to use on Ray (default: all of the cluster's).")
 @template_options(
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
 )

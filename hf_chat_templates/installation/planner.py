@@ -48,7 +48,7 @@ from ..tokenizer.vocab import (
     with_content,
 )
 from .plan import FORMATS, FileChange, InstallPlan
-from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family
+from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family, template_files
 
 # Tried in order when a tokenizer has no pad token (after the family's own preferences).
 GENERIC_PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
@@ -414,6 +414,14 @@ def plan_install(
     inferred."""
     _check_format(format)
     family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
+    # names become file names: refused here, before the source is read and anything is staged
+    if template is not None and TRAINING_TEMPLATE_NAME in template_files(template) and training:
+        raise UsageError(
+            f"{option('template')} names a template '{TRAINING_TEMPLATE_NAME}', and {option('training')} writes "
+            "the derived one under that name",
+            parameter="template",
+            hint=f"drop {option('training')}, or give your template another name",
+        )
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
     subject = family_subject or _template_subject(

@@ -87,13 +87,33 @@ def line_endings(text: str) -> str:
     return kinds[0] if len(kinds) == 1 else "mixed" if kinds else "LF"
 
 
+# A named template becomes the file additional_chat_templates/NAME.jinja: one path component of safe characters.
+TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+BOM = "\ufeff"
+
+
+def template_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a template (it becomes a file name), or None when it can."""
+    if not name:
+        return "the name is empty"
+    if TEMPLATE_NAME.fullmatch(name) is None or ".." in name:
+        return (
+            f"the name {name!r} is not one file name of letters, digits, '_', '.' and '-' "
+            "(up to 64, not starting with '.' or '-', no '..')"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class TemplateFile:
     """A template file: `written` as the file holds it, `text` as transformers reads it (they differ only in line
-    endings)."""
+    endings). A UTF-8 byte order mark is removed from both (`had_bom`): transformers reads a .jinja file with
+    `encoding="utf-8"`, which keeps it, so every rendering would start with U+FEFF, a character no template means
+    to write."""
 
     path: Path
     written: str
+    had_bom: bool = False
 
     @property
     def text(self) -> str:
@@ -103,12 +123,23 @@ class TemplateFile:
 def read_template(path: Path) -> TemplateFile:
     """Read a template file as UTF-8, or raise TemplateError. Its `text` is what transformers reads once the file
     is installed as `chat_template.jinja`, whatever its line endings."""
+    if path.is_dir():
+        raise TemplateError(f"{path}: is a folder, not a template file", hint="give the template's .jinja file", path=path)
+    if path.exists() and not path.is_file():
+        raise TemplateError(
+            f"{path}: is not a regular file", hint="give the template's .jinja file (a copy of it)", path=path
+        )
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise TemplateError(f"{path}: template file not found", hint="check the path", path=path) from None
+    except OSError as err:
+        raise TemplateError(
+            f"{path}: cannot read the template ({err.strerror or err})", hint="check the file's permissions", path=path
+        ) from None
     try:
-        return TemplateFile(path, data.decode("utf-8"))
+        text = data.decode("utf-8")
+        return TemplateFile(path, text.removeprefix(BOM), had_bom=text.startswith(BOM))
     except UnicodeDecodeError as err:
         raise TemplateError(
             f"{path}: the template is not UTF-8 (byte {err.start} is {data[err.start]:#04x})",
