@@ -74,6 +74,17 @@ def token_options(stop_help: str, control_help: str) -> Callable[[F], F]:
     return decorate
 
 
+def unwritten_option(func: F) -> F:
+    """--allow-unwritten-token: a declared token the template never writes is meant."""
+    return click.option(
+        "--allow-unwritten-token",
+        "allow_unwritten_tokens",
+        is_flag=True,
+        help="Accept a declared --stop-token or --control-token the template never writes (the model writes it "
+        "though the template does not).",
+    )(func)
+
+
 def input_options(func: F) -> F:
     """How conversations are read: format, columns, split, and how many records may be left out."""
     func = click.option(

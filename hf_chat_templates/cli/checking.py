@@ -18,6 +18,7 @@ from .app import (
     input_options,
     json_option,
     template_options,
+    unwritten_option,
     write_html,
     written,
     check_outputs,
@@ -34,6 +35,7 @@ NOT_WITH_ALL = {
     "kwarg_pairs": "--kwarg",
     "stop_tokens": "--stop-token",
     "control_tokens": "--control-token",
+    "allow_unwritten_tokens": "--allow-unwritten-token",
     "revision": "--revision",
     "token": "--token",
     "training": "--training",
@@ -90,6 +92,7 @@ NOT_WITH_ALL = {
 )
 @hub_options("SOURCE")
 @declaration_options
+@unwritten_option
 @click.option(
     "--html",
     "html_out",
@@ -131,6 +134,7 @@ def verify_command(
     kwarg_pairs: tuple[str, ...],
     stop_tokens: tuple[str, ...],
     control_tokens: tuple[str, ...],
+    allow_unwritten_tokens: bool,
     html_out: Path | None,
     sarif_out: Path | None,
     baseline: Path | None,
@@ -172,6 +176,7 @@ def verify_command(
         sanitize=sanitize,
         data_fields=dataset.fields if dataset is not None else None,
         engines=engines,
+        allow_unwritten_tokens=allow_unwritten_tokens,
     )
     report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:

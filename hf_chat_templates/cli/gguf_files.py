@@ -102,6 +102,7 @@ def _verify_folder(folder: Path, params: dict[str, Any]) -> tuple[Any, Any]:
         control_tokens=params.get("control_tokens") or None,
         training=params.get("training", False),
         sanitize=params.get("sanitize", False),
+        allow_unwritten_tokens=params.get("allow_unwritten_tokens", False),
         **extra,
     )
 
@@ -190,6 +191,7 @@ def install_gguf(params: dict[str, Any]) -> None:
         stop_tokens=params.get("stop_tokens") or None,
         control_tokens=params.get("control_tokens") or None,
         reuse_reserved=params.get("reuse_reserved", False),
+        allow_unwritten_tokens=params.get("allow_unwritten_tokens", False),
     )
     for warning in plan.warnings:
         warn(f"{plan.subject}: {warning}")

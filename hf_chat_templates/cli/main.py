@@ -37,7 +37,13 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 # A library parameter whose option is not simply --name-with-dashes.
-_OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE", "stop_tokens": "--stop-token", "control_tokens": "--control-token"}
+_OPTIONS = {
+    "kwargs": "--kwarg",
+    "source": "SOURCE",
+    "stop_tokens": "--stop-token",
+    "control_tokens": "--control-token",
+    "allow_unwritten_tokens": "--allow-unwritten-token",
+}
 
 # The one table from what went wrong to the exit code; the first matching row wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (

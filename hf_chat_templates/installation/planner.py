@@ -408,10 +408,11 @@ def plan_install(
     force: bool = False,
     revision: str | None = None,
     token: str | None = None,
+    allow_unwritten_tokens: bool = False,
 ) -> InstallPlan:
     """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
     `tokenizer` into `output` would write; writes nothing there. Their tokens: declared, a bundled family's, or
-    inferred."""
+    inferred; a declared token the templates never write is refused unless `allow_unwritten_tokens`."""
     _check_format(format)
     family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
     # names become file names: refused here, before the source is read and anything is staged
@@ -425,7 +426,7 @@ def plan_install(
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
     subject = family_subject or _template_subject(
-        template or "", folder, {"stop_tokens": stop_tokens, "control_tokens": control_tokens}
+        template or "", folder, {"stop_tokens": stop_tokens, "control_tokens": control_tokens, "allow_unwritten_tokens": allow_unwritten_tokens}
     )
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)

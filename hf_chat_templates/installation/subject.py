@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, get_family
-from ..families.tokens import template_tokens
+from ..families.tokens import check_declared_tokens, probe_renderings, template_tokens
 from ..template.analysis import reads_variable, writes_bos
 from ..template.syntax import check_template_syntax, read_template, template_name_problem
 
@@ -120,6 +120,7 @@ def from_templates(
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
     generation_config: Mapping[str, Any] | None = None,
+    allow_unwritten_tokens: bool = False,
 ) -> InstallSubject:
     """Template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said which), the
     stops read from the source's `generation_config` where the template writes them."""
@@ -137,6 +138,14 @@ def from_templates(
             written[name] = file.written
         check_template_syntax(texts[name], path)
     declared_controls = tuple(control_tokens or ())
+    stop_tokens = tuple(stop_tokens) if stop_tokens is not None else None
+    check_declared_tokens(
+        stop_tokens,
+        declared_controls,
+        texts.values(),
+        lambda: probe_renderings(tokenizer, texts.values()),
+        allow_unwritten=allow_unwritten_tokens,
+    )
     found = template_tokens(
         tokenizer,
         texts["default"],

@@ -21,6 +21,7 @@ from ..conversations.probes import Probe
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, identify, list_families
 from ..families.source import TemplateChoice, choose_template
+from ..families.tokens import check_declared_tokens
 from ..installation.apply import install
 from ..template.engines import json_worker
 from ..template.engines.registry import engine_names
@@ -210,6 +211,7 @@ def load_context(
     engines: Iterable[str] | str | None = None,
     data_fields: dict[str, int] | None = None,
     prestart_for: Iterable[str] = (),
+    allow_unwritten_tokens: bool = False,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
     `data_fields`: records per field of the data to train on, when known (`verify --conversations`).
@@ -243,6 +245,13 @@ def load_context(
         sanitize=sanitize,
         engines=engines,
         data_fields=data_fields,
+    )
+    check_declared_tokens(
+        stop_tokens,
+        control_tokens,
+        [text, ctx.tool_template],
+        lambda: [r.text for r in ctx.rendered.values() if r.ok and r.text],
+        allow_unwritten=allow_unwritten_tokens,
     )
     return ctx, choice.family, choice.variant, choice.path
 
