@@ -4,7 +4,7 @@ A killed process leaves either the old output or the new one, never half of eith
 holds a lock on it for its whole length (`fcntl.flock` on the hidden sibling `.NAME.lock`, which names its
 process): a second writer of the same output fails at once naming the first, instead of the two removing each
 other's work. A staging folder is a hidden sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind by a
-killed run (its process gone) is removed by the next write of the same output, under the lock; one of a process
+killed run (its process gone), folder or file, is removed by the next write of the same output, under the lock; one of a process
 still going is left alone. An output that is replaced (only when asked: `force`) is moved aside as
 `NAME.replaced-YYYYmmdd-HHMMSS` (with `-2`, `-3`, … when that name is taken), never deleted. A place that cannot
 be written (no permission, a read-only file system, no space) is an error naming the path and what to do.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import os
 import shutil
 import stat
@@ -128,14 +129,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _sweep_stale(parent: Path, name: str) -> None:
-    """Remove the staging folders of `name` whose process has ended: a killed run's, never published, so nothing
-    refers to them. A staging folder of a process still going is left."""
+def sweep_stale(parent: Path, name: str) -> None:
+    """Remove the staging folders and files of `name` whose process has ended: a killed run's, never published, so
+    nothing refers to them. Staging of a process still going is left."""
     prefix = f".{name}{STAGING_MARK}"
-    for stale in parent.glob(prefix + "*"):
+    for stale in parent.glob(glob.escape(prefix) + "*"):
         owner = stale.name[len(prefix) :].split("-", 1)[0]
         if owner.isdigit() and not _alive(int(owner)):
-            shutil.rmtree(stale, ignore_errors=True)
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
 
 
 def lock_path(output: Path) -> Path:
@@ -158,7 +163,10 @@ def output_lock(output: Path, *, wait: float = 0.0) -> Iterator[None]:
     path = lock_path(output)
     deadline = time.monotonic() + wait
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise unwritable(output.parent, err, "cannot write here (its lock file cannot be made)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -195,7 +203,7 @@ def _stat(path: Path) -> os.stat_result | None:
 
 
 def _new_staging(output: Path) -> Path:
-    _sweep_stale(output.parent, output.name)
+    sweep_stale(output.parent, output.name)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}{os.getpid()}-", dir=output.parent))
     _private_umask_fix(staging, 0o777)
     return staging
@@ -283,7 +291,8 @@ def write_file(path: Path, data: bytes | str) -> None:
     check_regular_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{STAGING_MARK}", dir=path.parent)
+        sweep_stale(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{STAGING_MARK}{os.getpid()}-", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
