@@ -120,23 +120,39 @@ class TemplateFile:
         return transformers_text(self.written)
 
 
+# The largest template read from a file: published templates are under 100 kB; a device or a runaway file is not one.
+MAX_TEMPLATE_BYTES = 16 << 20
+
+
+def read_input(path: Path, limit: int, what: str, error: type[Exception] = TemplateError) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them, or `error` naming the path: a folder, a
+    device (/dev/zero), a FIFO or a file over the limit is refused before it is read whole."""
+    if path.is_dir():
+        raise error(f"{path}: is a folder, not {what}", hint=f"give {what}", path=path)  # type: ignore[call-arg]
+    if path.exists() and not path.is_file():
+        raise error(  # type: ignore[call-arg]
+            f"{path}: is not a regular file (a device, FIFO or socket)", hint=f"give {what} (a copy of it)", path=path
+        )
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise error(f"{path}: not found", hint="check the path", path=path) from None  # type: ignore[call-arg]
+    except OSError as err:
+        raise error(  # type: ignore[call-arg]
+            f"{path}: cannot read it ({err.strerror or err})", hint="check the file's permissions", path=path
+        ) from None
+    if len(data) > limit:
+        raise error(  # type: ignore[call-arg]
+            f"{path}: larger than {limit >> 20} MB, more than {what} can be", hint=f"give {what}", path=path
+        )
+    return data
+
+
 def read_template(path: Path) -> TemplateFile:
     """Read a template file as UTF-8, or raise TemplateError. Its `text` is what transformers reads once the file
     is installed as `chat_template.jinja`, whatever its line endings."""
-    if path.is_dir():
-        raise TemplateError(f"{path}: is a folder, not a template file", hint="give the template's .jinja file", path=path)
-    if path.exists() and not path.is_file():
-        raise TemplateError(
-            f"{path}: is not a regular file", hint="give the template's .jinja file (a copy of it)", path=path
-        )
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise TemplateError(f"{path}: template file not found", hint="check the path", path=path) from None
-    except OSError as err:
-        raise TemplateError(
-            f"{path}: cannot read the template ({err.strerror or err})", hint="check the file's permissions", path=path
-        ) from None
+    data = read_input(path, MAX_TEMPLATE_BYTES, "a template file")
     try:
         text = data.decode("utf-8")
         return TemplateFile(path, text.removeprefix(BOM), had_bom=text.startswith(BOM))
