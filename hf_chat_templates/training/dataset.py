@@ -390,11 +390,14 @@ def prepare(
         "check_every": check_every,
         "per_turn": per_turn,
     }
+    cut_by = "--max-length"
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
+        cut_by = "--pack" if max_length is None or pack < max_length else cut_by
         max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     normalizer = template_normalizer(features)
     report = new_report(features, normalizer, (data.name, str(out), data.unit, limit.text), training, pack)
+    report.cut_by = cut_by
     _publish(features, normalizer, data, out, report, limit, (workers, progress, force))
     return report
 

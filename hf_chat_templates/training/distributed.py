@@ -304,11 +304,14 @@ def prepare_on_ray(
         "check_every": check_every,
         "per_turn": per_turn,
     }
+    cut_by = "--max-length"
     if pack is not None:
+        cut_by = "--pack" if max_length is None or pack < max_length else cut_by
         max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     normalizer = template_normalizer(features)
     report = new_report(features, normalizer, (str(conversations), str(out), first.unit, limit.text), training, pack)
+    report.cut_by = cut_by
     with ray_cluster(ray, address, num_cpus) as cpus:
         shards = plan_shards(files, kind, shard_bytes or shard_size(files, cpus))
         with staged_folder(out, force=force) as staging:
