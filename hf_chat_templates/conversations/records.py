@@ -200,17 +200,28 @@ def _dataset_rows(dataset: Any, where: str, messages_column: str | None, tools_c
 
 
 def _one_split(found: Any, where: str, split: str | None) -> Any:
-    """A `DatasetDict`'s split: `split`, else `train`, else its only one."""
+    """A `DatasetDict`'s split: `split`, else `train`. Never another one unasked (a data set whose only split is
+    `test` is not silently trained on); a single Dataset has no splits to choose from."""
     if not hasattr(found, "keys"):
+        own = getattr(found, "split", None)
+        if split is not None and (own is None or str(own) != split):
+            raise UsageError(
+                f"{where}: {option('split')} {split!r}, but this is one Dataset"
+                + (f" (its split: {str(own)!r})" if own is not None else ", with no splits"),
+                hint=f"drop {option('split')}",
+                path=where,
+                parameter="split",
+            )
         return found
     names = list(found.keys())
-    name = split or ("train" if "train" in names else names[0] if len(names) == 1 else None)
+    name = split or "train"
     if name not in names:
         raise UsageError(
-            f"{where}: no split {name or 'chosen'!r}; it has {', '.join(names)}",
-            hint=f"choose one: {option('split')} NAME",
+            f"{where}: no split {name!r}; it has {', '.join(map(repr, names))}",
+            hint=f"choose one: {option('split')} NAME"
+            + (f" (e.g. {option('split')} {names[0]})" if len(names) == 1 else ""),
             path=where,
-            parameter="conversations",
+            parameter="split",
         )
     return found[name]
 
@@ -323,6 +334,13 @@ def open_conversations(
             kind = "parquet"
         else:
             kind = "json" if suffix == ".json" else "jsonl"
+        if split is not None:
+            raise UsageError(
+                f"{option('split')} {split!r}: {path} is a file, which has no splits",
+                hint=f"drop {option('split')} (it reads a datasets folder or a Hub dataset)",
+                path=path,
+                parameter="split",
+            )
         return ConversationSource(str(path), kind, **settings)  # type: ignore[arg-type]
     if _HUB_ID.match(str(conversations)) and path.suffix.lower() not in (".jsonl", ".json", ".parquet", ".ndjson"):
         return ConversationSource(str(conversations), "hub", **settings)  # type: ignore[arg-type]
