@@ -84,6 +84,24 @@ def _check_output(output: Path, *, force: bool, parameter: str) -> None:
         )
 
 
+def check_outside(output: Path, source: str | os.PathLike[str], what: str) -> None:
+    """Refuse an output folder inside the folder `source` (`what` names it: "the source tokenizer"), or one that
+    holds it: a later copy of the source would carry the output as one of its files, and replacing the output
+    would move the source aside."""
+    src = Path(source)
+    if not src.is_dir():
+        return  # a file or a Hub id: nothing to write into
+    out, src = Path(os.path.realpath(output)), Path(os.path.realpath(src))
+    if out != src and (out.is_relative_to(src) or src.is_relative_to(out)):
+        inside = out.is_relative_to(src)
+        raise OutputExistsError(
+            f"{output}: {option('output')} is {'inside' if inside else 'a folder holding'} {what} {source}",
+            hint=f"choose an {option('output')} outside {source}",
+            path=output,
+            parameter="output",
+        )
+
+
 def backup_path(output: Path) -> Path:
     """Where an output that is replaced is kept: NAME.replaced-TIME, numbered when that is taken."""
     stamp = time.strftime("%Y%m%d-%H%M%S")

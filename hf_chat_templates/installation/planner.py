@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import TokenizerFolderError, UsageError, option
 from ..families.registry import Family
 from ..families.source import check_source_options
-from ..outputs import check_output
+from ..outputs import check_output, check_outside
 from ..template.syntax import line_endings
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
 from ..tokenizer.folder import (
@@ -389,6 +389,7 @@ def _source_folder(
             parameter="output",
         )
     check_output(output_path, force=force)
+    check_outside(output_path, source_path, "the source tokenizer")
     return read_folder(source_path)
 
 

@@ -28,7 +28,7 @@ from ..conversations.normalize import Normalizer, RecordTally, SkipLimit, over_l
 from ..conversations.records import open_conversations
 from ..errors import HfChatTemplatesError, UsageError, missing_dependency, option
 from ..families.source import choose_template
-from ..outputs import check_output, staged_folder
+from ..outputs import check_outside, check_output, staged_folder
 from .dataset import (
     MAX_LISTED,
     PrepareReport,
@@ -296,6 +296,8 @@ def prepare_on_ray(
     settings = {"input_format": input_format, "messages_column": messages_column, "tools_column": tools_column}
     out = Path(output).absolute()
     check_output(out, force=force)
+    check_outside(out, source, "the source tokenizer")
+    check_outside(out, conversations, "the conversations folder")
     choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
     training: dict[str, Any] = {
         "train_on": train_on,
