@@ -3,9 +3,10 @@
 A killed process leaves either the old output or the new one, never half of either. A write of the folder NAME
 holds a lock on it for its whole length (`fcntl.flock` on the hidden sibling `.NAME.lock`, which names its
 process): a second writer of the same output fails at once naming the first, instead of the two removing each
-other's work. A staging folder is a hidden sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind by a
-killed run (its process gone), folder or file, is removed by the next write of the same output, under the lock; one of a process
-still going is left alone. An output that is replaced (only when asked: `force`) is moved aside as
+other's work. A staging folder (or file) is a hidden sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind
+by a killed run (its process gone) is removed by the next write of the same output, under the lock; one of a
+process still going is left alone. Only regular files are written: a device, FIFO or socket in the way is
+refused, and `-` is standard output. An output that is replaced (only when asked: `force`) is moved aside as
 `NAME.replaced-YYYYmmdd-HHMMSS` (with `-2`, `-3`, … when that name is taken), never deleted. A place that cannot
 be written (no permission, a read-only file system, no space) is an error naming the path and what to do.
 

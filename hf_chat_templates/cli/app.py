@@ -158,7 +158,7 @@ def written(what: str, path: Path) -> None:
     click.echo(f"{what} written to standard output" if is_stdout(path) else f"{what} written: {path}", err=True)
 
 
-def check_outputs(as_json: bool = False, **outputs: Path | None) -> bool:
+def check_outputs(outputs: dict[str, Path | None], as_json: bool = False) -> bool:
     """Refuse two outputs of one command to the same file (the second would replace the first), and two to standard
     output (`-`, or --json); return whether one goes to standard output, where the text report must then not go."""
     from ..errors import UsageError

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from .app import (
+    check_outputs,
     cli,
     declaration_options,
     emit_json,
@@ -21,7 +22,6 @@ from .app import (
     unwritten_option,
     write_html,
     written,
-    check_outputs,
 )
 from .gguf_files import against_option
 
@@ -146,7 +146,7 @@ def verify_command(
     from ..verification.runner import verify_with_context
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
-    text_to_stderr = check_outputs(as_json, **{"--html": html_out, "--sarif": sarif_out})
+    text_to_stderr = check_outputs({"--html": html_out, "--sarif": sarif_out}, as_json)
     if all_families:
         given = locals()
         _refuse_ignored_with_all({flag: given[name] for name, flag in NOT_WITH_ALL.items()})

@@ -8,7 +8,17 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options, unwritten_option, warn
+from .app import (
+    cli,
+    emit_json,
+    families_option,
+    force_option,
+    hub_options,
+    json_option,
+    token_options,
+    unwritten_option,
+    warn,
+)
 from .gguf_files import install_gguf
 
 

@@ -49,7 +49,6 @@ _OPTIONS = {
 }
 
 
-
 _TERMINATED: list[int] = []  # SIGTERM was received (click turns the exception into Abort on its way out)
 
 

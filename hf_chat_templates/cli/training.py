@@ -91,7 +91,9 @@ from .app import (
     default=None,
     help="The Ray cluster to join ('auto': the one running on this machine); default: start a local one.",
 )
-@click.option("--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs to use on Ray (default: all of the cluster's).")
+@click.option(
+    "--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs to use on Ray (default: all of the cluster's)."
+)
 @template_options(
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, families_option, template_options, written, check_outputs
+from .app import check_outputs, cli, families_option, template_options, written
 
 
 @cli.command("view")
@@ -50,7 +50,7 @@ def view_command(
     from ..outputs import is_stdout, write_file
     from ..view.conversation import view_conversation
 
-    check_outputs(**{"--html": html_out})
+    check_outputs({"--html": html_out})
     text, page = view_conversation(
         source,
         messages_file,

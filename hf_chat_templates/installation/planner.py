@@ -427,7 +427,13 @@ def plan_install(
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
     subject = family_subject or _template_subject(
-        template or "", folder, {"stop_tokens": stop_tokens, "control_tokens": control_tokens, "allow_unwritten_tokens": allow_unwritten_tokens}
+        template or "",
+        folder,
+        {
+            "stop_tokens": stop_tokens,
+            "control_tokens": control_tokens,
+            "allow_unwritten_tokens": allow_unwritten_tokens,
+        },
     )
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)

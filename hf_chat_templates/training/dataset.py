@@ -38,7 +38,7 @@ from ..conversations.normalize import (
 from ..conversations.records import ConversationSource, open_conversations, record_batches
 from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
-from ..outputs import check_outside, check_output, staged_folder
+from ..outputs import check_output, check_outside, staged_folder
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
 from .left_out import LEFT_OUT_REASONS
 from .packing import PACKED_TYPES, pack, token_counts

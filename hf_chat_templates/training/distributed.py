@@ -28,7 +28,7 @@ from ..conversations.normalize import Normalizer, RecordTally, SkipLimit, over_l
 from ..conversations.records import open_conversations
 from ..errors import HfChatTemplatesError, UsageError, missing_dependency, option
 from ..families.source import choose_template
-from ..outputs import check_outside, check_output, staged_folder
+from ..outputs import check_output, check_outside, staged_folder
 from .dataset import (
     MAX_LISTED,
     PrepareReport,

@@ -20,6 +20,13 @@ CAUSES = ("template", "input normalization", "tokenizer config", "engine")
 STOP_TOKEN_HINT = (
     "declare it: --stop-token TOKEN on the command line, stop_tokens=[...] from Python, or stop_tokens in a family.toml"
 )
+UNRENDERED_HINT = "make a plain conversation render (the renders check names the probe and why it fails)"
+
+
+def turn_end_hint(missing: str) -> str:
+    """The fix for `VerifyContext.missing_turn_end()`'s note: a stop to declare, or a template that does not render
+    (declaring a stop would not help that)."""
+    return UNRENDERED_HINT if "does not render" in missing else STOP_TOKEN_HINT
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ..families.tokens import check_declared_tokens
 from ..installation.apply import install
 from ..template.engines import json_worker
 from ..template.engines.registry import engine_names
+from ..template.limits import RenderLimitExceeded
 from ..template.rendering import named_template
 from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
@@ -87,6 +88,17 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
             if result.severity is not None and result.cause is None:
                 result = dataclasses.replace(result, cause=CHECK_CAUSES.get(check_id, "template"))
             results.append(result)
+        except RenderLimitExceeded as err:  # the template's own budget, spent by its renders: the template's doing
+            results.append(
+                CheckResult(
+                    check_id,
+                    "fail",
+                    f"could not run: the template's render budget for this run is spent ({err})",
+                    hint="make the template write less (or loop less) per conversation; a template meant to be this "
+                    "large: raise HF_CHAT_TEMPLATES_RENDER_MAX_CHARS or HF_CHAT_TEMPLATES_RENDER_SECONDS",
+                    cause="template",
+                )
+            )
         except Exception as err:  # a check that crashes is reported as failing, never hidden
             results.append(
                 CheckResult(

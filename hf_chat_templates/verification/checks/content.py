@@ -12,7 +12,7 @@ from ...conversations.normalize import REASONING_FIELDS
 from ...conversations.probes import Probe, Sentinel
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
-from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+from ..results import CheckResult, Finding, around, first_difference, turn_end_hint, verdict, visible
 
 _KIND_NAMES = {
     "content": "content",
@@ -422,7 +422,7 @@ def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: st
 
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:
     if (missing := ctx.missing_turn_end()) is not None:
-        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
+        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=turn_end_hint(missing))
     findings = []
     probes = _completion_probes(ctx)
     for probe in probes:

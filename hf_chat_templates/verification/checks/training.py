@@ -11,7 +11,7 @@ from ...template.spans import Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
 from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
-from ..results import STOP_TOKEN_HINT, CheckResult, Finding, verdict
+from ..results import CheckResult, Finding, turn_end_hint, verdict
 
 
 def training_template_of(ctx: VerifyContext) -> tuple[str, str]:
@@ -196,7 +196,7 @@ def _check_probe(
 
 def assistant_mask(ctx: VerifyContext) -> CheckResult:
     if (missing := ctx.missing_turn_end()) is not None:
-        return CheckResult("assistant-mask", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
+        return CheckResult("assistant-mask", "fail", missing, "plain", hint=turn_end_hint(missing))
     template, origin = training_template_of(ctx)
     tool_training = (
         derive_training_template(ctx.tool_template, ctx.stop_tokens, ctx.control_tokens)
