@@ -372,7 +372,10 @@ def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder.path))
-    return from_templates(template, tokenizer, generation_config=folder.generation_config, **declared)
+    allow = declared.pop("allow_unwritten", False)
+    return from_templates(
+        template, tokenizer, generation_config=folder.generation_config, allow_unwritten_tokens=allow, **declared
+    )
 
 
 def _source_folder(
@@ -391,6 +394,19 @@ def _source_folder(
     check_output(output_path, force=force)
     check_outside(output_path, source_path, "the source tokenizer")
     return read_folder(source_path)
+
+
+def _check_template_names(template: TemplateFiles | None, training: bool, format: str) -> None:
+    """The format, and the template names, which become file names: refused here, before the source is read and
+    anything is staged (and `training` is the name --training writes)."""
+    _check_format(format)
+    if template is not None and TRAINING_TEMPLATE_NAME in template_files(template) and training:
+        raise UsageError(
+            f"{option('template')} names a template '{TRAINING_TEMPLATE_NAME}', and {option('training')} writes "
+            "the derived one under that name",
+            parameter="template",
+            hint=f"drop {option('training')}, or give your template another name",
+        )
 
 
 def plan_install(
@@ -414,27 +430,12 @@ def plan_install(
     """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
     `tokenizer` into `output` would write; writes nothing there. Their tokens: declared, a bundled family's, or
     inferred; a declared token the templates never write is refused unless `allow_unwritten_tokens`."""
-    _check_format(format)
+    _check_template_names(template, training, format)
     family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
-    # names become file names: refused here, before the source is read and anything is staged
-    if template is not None and TRAINING_TEMPLATE_NAME in template_files(template) and training:
-        raise UsageError(
-            f"{option('template')} names a template '{TRAINING_TEMPLATE_NAME}', and {option('training')} writes "
-            "the derived one under that name",
-            parameter="template",
-            hint=f"drop {option('training')}, or give your template another name",
-        )
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
-    subject = family_subject or _template_subject(
-        template or "",
-        folder,
-        {
-            "stop_tokens": stop_tokens,
-            "control_tokens": control_tokens,
-            "allow_unwritten_tokens": allow_unwritten_tokens,
-        },
-    )
+    declared = {"stop_tokens": stop_tokens, "control_tokens": control_tokens, "allow_unwritten": allow_unwritten_tokens}
+    subject = family_subject or _template_subject(template or "", folder, declared)
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, keep_tokenizer_bos=keep_tokenizer_bos)
     warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)
