@@ -128,23 +128,23 @@ def read_input(path: Path, limit: int, what: str, error: type[Exception] = Templ
     """The bytes of the regular file `path`, at most `limit` of them, or `error` naming the path: a folder, a
     device (/dev/zero), a FIFO or a file over the limit is refused before it is read whole."""
     if path.is_dir():
-        raise error(f"{path}: is a folder, not {what}", hint=f"give {what}", path=path)  # type: ignore[call-arg]
+        raise error(f"{path}: is a folder, not a {what}", hint=f"give a {what}", path=path)  # type: ignore[call-arg]
     if path.exists() and not path.is_file():
         raise error(  # type: ignore[call-arg]
-            f"{path}: is not a regular file (a device, FIFO or socket)", hint=f"give {what} (a copy of it)", path=path
+            f"{path}: is not a regular file (a device, FIFO or socket)", hint=f"give a {what} (a copy of it)", path=path
         )
     try:
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except FileNotFoundError:
-        raise error(f"{path}: not found", hint="check the path", path=path) from None  # type: ignore[call-arg]
+        raise error(f"{path}: {what} not found", hint="check the path", path=path) from None  # type: ignore[call-arg]
     except OSError as err:
         raise error(  # type: ignore[call-arg]
             f"{path}: cannot read it ({err.strerror or err})", hint="check the file's permissions", path=path
         ) from None
     if len(data) > limit:
         raise error(  # type: ignore[call-arg]
-            f"{path}: larger than {limit >> 20} MB, more than {what} can be", hint=f"give {what}", path=path
+            f"{path}: larger than {limit >> 20} MB, more than a {what} can be", hint=f"give a {what}", path=path
         )
     return data
 
@@ -152,7 +152,7 @@ def read_input(path: Path, limit: int, what: str, error: type[Exception] = Templ
 def read_template(path: Path) -> TemplateFile:
     """Read a template file as UTF-8, or raise TemplateError. Its `text` is what transformers reads once the file
     is installed as `chat_template.jinja`, whatever its line endings."""
-    data = read_input(path, MAX_TEMPLATE_BYTES, "a template file")
+    data = read_input(path, MAX_TEMPLATE_BYTES, "template file")
     try:
         text = data.decode("utf-8")
         return TemplateFile(path, text.removeprefix(BOM), had_bom=text.startswith(BOM))

@@ -180,7 +180,7 @@ MAX_CONFIG_BYTES = 256 << 20  # a tokenizer_config.json with a large added_token
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    raw = read_input(path, MAX_CONFIG_BYTES, "a tokenizer_config.json", UsageError)
+    raw = read_input(path, MAX_CONFIG_BYTES, "tokenizer_config.json", UsageError)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
