@@ -129,3 +129,18 @@ def test_a_killed_gguf_installs_staging_file_is_swept(
     )
     assert code == 0, err
     assert not stale.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["new.gguf", "t.jinja"]
+
+
+def test_view_refuses_a_rendering_it_cannot_draw_within_the_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hf_chat_templates.view.conversation as conversation
+
+    monkeypatch.setattr(conversation, "MAX_VIEW_CHARS", 1000)
+    folder = chatml_folder(tmp_path / "tok")
+    template = tmp_path / "t.jinja"
+    template.write_text("{{- 'x' * 5000 -}}" + PLAIN_CHATML)
+    messages = tmp_path / "m.json"
+    messages.write_text('[{"role": "user", "content": "hi"}]')
+    code, _, err = run(capsys, "view", str(folder), "--messages", str(messages), "--template", str(template))
+    assert code == 2 and "renders 5,0" in err and "view shows renderings of up to 1,000" in err
