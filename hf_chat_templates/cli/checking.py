@@ -145,7 +145,9 @@ def verify_command(
     from ..conversations.records import parse_kwargs
     from ..verification.runner import verify_with_context
 
-    checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
+    checks = [c.strip() for c in only.split(",") if c.strip()] if only is not None else None
+    if checks == []:
+        raise click.BadParameter(f"{only!r} names no check", param_hint="'--only'")
     text_to_stderr = check_outputs({"--html": html_out, "--sarif": sarif_out}, as_json)
     if all_families:
         given = locals()

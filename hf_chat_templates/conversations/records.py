@@ -344,6 +344,13 @@ def open_conversations(
         return ConversationSource(str(path), kind, **settings)  # type: ignore[arg-type]
     if _HUB_ID.match(str(conversations)) and path.suffix.lower() not in (".jsonl", ".json", ".parquet", ".ndjson"):
         return ConversationSource(str(conversations), "hub", **settings)  # type: ignore[arg-type]
+    if path.exists():
+        raise UsageError(
+            f"{path}: is not a regular file or a folder (a device, FIFO or socket)",
+            hint="pass a copy of the data as a file",
+            path=path,
+            parameter="conversations",
+        )
     raise TokenizerFolderError(
         f"{path}: no such file or folder",
         hint='pass a JSONL file of {"messages": [...]}, a JSON, Parquet or datasets folder, or a Hub dataset id',
@@ -387,19 +394,17 @@ def record_batches(
         yield batch
 
 
+MAX_MESSAGES_BYTES = 64 << 20  # one conversation to view
+
+
 def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """A JSON file holding a list of messages, or {"messages": [...], "tools": [...]}; errors name the file and
     the message."""
+    from ..template.syntax import read_input
+
     file = Path(path)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(
-            f"{file}: cannot read ({err.strerror or err})",
-            hint=f"pass {option('messages')} FILE.json",
-            path=file,
-            parameter="messages",
-        ) from None
+        data = json.loads(read_input(file, MAX_MESSAGES_BYTES, "messages file", UsageError).decode("utf-8"))
     except UnicodeDecodeError as err:
         raise UsageError(
             f"{file}: not UTF-8 (byte {err.start})", hint="save the file as UTF-8", path=file, parameter="messages"

@@ -17,7 +17,6 @@ from .page import aligned_html, html_page, to_html
 from .terminal import aligned_terminal, to_terminal
 from .tokens import TokenView, context_view, diff_views, ids_view, token_view
 
-
 # The longest rendering view draws: a token view holds a few hundred bytes per token, so a rendering at the render
 # limit (10,000,000 characters) would need gigabytes, more than the render limit's own 2 GB.
 MAX_VIEW_CHARS = 1_000_000

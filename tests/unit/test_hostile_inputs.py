@@ -321,3 +321,35 @@ def test_push_dry_run_offline_says_what_it_did_not_compare(
     assert "unknown   tokenizer.json" in out
     code, _, err = run(capsys, "push", str(good), "--repo-id", "org/model", "--skip-verify")
     assert code == 2 and "or use --dry-run" not in err
+
+
+# ---- found by trying: devices as inputs, empty --only, render limits set to nonsense ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("verify", "GOOD", "--baseline", "/dev/zero"), "/dev/zero: is not a regular file"),
+        (("view", "GOOD", "--messages", "/dev/zero"), "/dev/zero: is not a regular file"),
+        (("verify", "GOOD", "--conversations", "/dev/zero"), "is not a regular file or a folder"),
+        (("verify", "GOOD", "--only", ",,,"), "names no check"),
+    ],
+)
+def test_inputs_that_are_devices_or_nothing_are_refused(
+    good: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], expected: str
+) -> None:
+    code, _, err = run(capsys, *(str(good) if a == "GOOD" else a for a in args))
+    assert code == 2 and expected in err, err
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("HF_CHAT_TEMPLATES_RENDER_SECONDS", "abc"), ("HF_CHAT_TEMPLATES_RENDER_MAX_CHARS", "-5")],
+)
+def test_render_limits_set_to_nonsense_are_named(
+    good: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    code, _, err = run(capsys, "verify", str(good), "--only", "renders")
+    assert code == 2 and f"{variable}={value!r} is not a positive" in err
+    _no_report_this(err)
