@@ -20,6 +20,9 @@ from .app import (
 )
 
 
+MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
+
+
 @cli.command("prepare")
 @click.argument("source")
 @click.option(
@@ -35,7 +38,9 @@ from .app import (
     required=True,
     help="Folder to write the dataset to (datasets.load_from_disk reads it).",
 )
-@click.option("--max-length", type=int, default=None, help="Truncate each conversation to N tokens.")
+@click.option(
+    "--max-length", type=click.IntRange(max=MAX_TOKENS), default=None, help="Truncate each conversation to N tokens."
+)
 @click.option(
     "--train-on",
     type=click.Choice(["all", "last", "weighted"]),
@@ -50,7 +55,7 @@ from .app import (
 )
 @click.option(
     "--pack",
-    type=int,
+    type=click.IntRange(max=MAX_TOKENS),
     default=None,
     metavar="SEQ_LEN",
     help="Pack rows into sequences of at most SEQ_LEN tokens (position_ids restart per example, as TRL's "

@@ -64,6 +64,8 @@ def parse_json_line(raw: bytes, number: int) -> tuple[Any, str | None]:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         return None, f"not JSON: {err.msg} at column {err.colno}"
+    except ValueError as err:  # a number of more digits than Python converts (int_max_str_digits)
+        return None, f"not JSON this reader takes: {err}"
     except RecursionError:
         return None, f"nested deeper than {MAX_DEPTH} levels"
     lone = lone_surrogate(value) if b"\\ud" in raw or b"\\uD" in raw else None  # only an escape writes one
@@ -145,6 +147,8 @@ def _json_values(path: Path, data: bytes) -> list[Value]:
         whole = json.loads(text)
     except json.JSONDecodeError as err:
         raise _json_error(path, f"not JSON: {err.msg} (column {err.colno})", err.lineno) from None
+    except ValueError as err:  # a number of more digits than Python converts (int_max_str_digits)
+        raise _json_error(path, f"not JSON this reader takes: {err}", 1) from None
     if not isinstance(whole, list):
         lone = lone_surrogate(whole)
         return [(1, None if lone else whole, lone, len(data))]
@@ -166,7 +170,7 @@ def _is_jsonl(data: bytes) -> bool:
         json.loads(data)
     except json.JSONDecodeError as err:
         return err.msg == "Extra data"
-    except (UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError, too many digits
         return False
     return False
 
@@ -417,6 +421,8 @@ def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any
             line=err.lineno,
             parameter="messages",
         ) from None
+    except ValueError as err:  # a number of more digits than Python converts
+        raise UsageError(f"{file}: {err}", hint="write the number as a string", path=file) from None
     except RecursionError:
         raise UsageError(
             f"{file}: nested too deep", hint='a JSON list of messages, or {"messages": [...]}', path=file

@@ -353,3 +353,17 @@ def test_render_limits_set_to_nonsense_are_named(
     code, _, err = run(capsys, "verify", str(good), "--only", "renders")
     assert code == 2 and f"{variable}={value!r} is not a positive" in err
     _no_report_this(err)
+
+
+def test_a_number_of_too_many_digits_is_a_bad_line(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "n": ' + "9" * 5000
+    data = write_jsonl(tmp_path / "c.jsonl", [line + "}]}"])
+    code, out, err = run(capsys, "verify", str(good), "--only", "renders", "--conversations", str(data))
+    assert code == 1 and "bad line 1: not JSON this reader takes" in out
+    _no_report_this(err)
+    code, _, err = run(
+        capsys, "prepare", str(good), "--conversations", str(data), "--output", str(tmp_path / "o"), "--pack", "9" * 20
+    )
+    assert code == 2 and "is not in the range x<=2147483647" in err
