@@ -19,7 +19,6 @@ from .app import (
     template_options,
 )
 
-
 MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
 
 

@@ -421,6 +421,8 @@ def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any
             line=err.lineno,
             parameter="messages",
         ) from None
+    except UsageError:
+        raise
     except ValueError as err:  # a number of more digits than Python converts
         raise UsageError(f"{file}: {err}", hint="write the number as a string", path=file) from None
     except RecursionError:

@@ -213,11 +213,15 @@ def _parse(path: Path, data: Any) -> GgufLayout:
         )
     tensor_count = cur.scalar("Q", 8, "the tensor count")
     kv_count = cur.scalar("Q", 8, "the key/value count")
-    entries = []
+    entries: list[KeyValue] = []
+    seen: set[str] = set()
     for index in range(kv_count):
         start = cur.pos
         key = cur.string(f"the key of metadata entry {index}")
         kind = cur.scalar("I", 4, f"the type of {key!r}")
+        if key in seen:  # a key given twice: readers disagree on which one wins
+            raise cur.fail(f"the key {key!r} is given twice (metadata entry {index})", start)
+        seen.add(key)
         value, item = cur.value(kind, f"the value of {key!r}")
         entries.append(KeyValue(key, kind, item, value, start, cur.pos))
     info_start = cur.pos
@@ -295,8 +299,11 @@ def _typed(layout: GgufLayout, key: str, kind: type, what: str, item: int | None
             return value
     elif isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
+    found = type(value).__name__
+    if isinstance(value, LazyArray):
+        found = "an array of strings" if isinstance(value, StringArray) else "an array of numbers"
     raise GgufFileError(
-        f"{layout.path}: {key} is {type(value).__name__}, not {what}",
+        f"{layout.path}: {key} is {found}, not {what}",
         hint="the file's metadata is malformed; convert the model again",
         path=layout.path,
         key=key,
@@ -314,6 +321,14 @@ def tokenizer_from_layout(layout: GgufLayout) -> GgufTokenizer:
             key="tokenizer.ggml.token_type",
         )
     ids = {name: _typed(layout, key, int, "an integer id") for name, key in SPECIAL_ID_KEYS.items()}
+    for name, token_id in ids.items():
+        if token_id is not None and tokens and not 0 <= token_id < len(tokens):
+            raise GgufFileError(
+                f"{layout.path}: {SPECIAL_ID_KEYS[name]} is {token_id}, outside the vocabulary of {len(tokens)} tokens",
+                hint="the file's metadata is malformed; convert the model again",
+                path=layout.path,
+                key=SPECIAL_ID_KEYS[name],
+            )
     names = _typed(layout, TEMPLATE_NAMES_KEY, LazyArray, "a list of template names", STRING) or ()
     named = {name: _typed(layout, f"{TEMPLATE_KEY}.{name}", str, "a template") for name in names}
     for entry in layout.entries:  # a named template the list forgot is still one

@@ -144,3 +144,19 @@ def test_view_refuses_a_rendering_it_cannot_draw_within_the_limits(
     messages.write_text('[{"role": "user", "content": "hi"}]')
     code, _, err = run(capsys, "view", str(folder), "--messages", str(messages), "--template", str(template))
     assert code == 2 and "renders 5,0" in err and "view shows renderings of up to 1,000" in err
+
+
+def test_a_key_given_twice_or_of_the_wrong_type_is_named(toy_gguf: Path, tmp_path: Path) -> None:
+    twice = encode_entry("<", "tokenizer.ggml.eos_token_id", GgufValue(10, None, 2**63))
+    with pytest.raises(GgufFileError, match="'tokenizer.ggml.eos_token_id' is given twice"):
+        read_gguf(with_entries(toy_gguf, tmp_path / "twice.gguf", twice, 1))
+    names = encode_entry("<", "tokenizer.chat_templates", GgufValue(ARRAY, UINT32, (1, 2)))
+    with pytest.raises(GgufFileError, match="is an array of numbers, not a list of template names"):
+        read_gguf(with_entries(toy_gguf, tmp_path / "names.gguf", names, 1))
+
+
+def test_a_symlink_loop_as_messages_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    code, _, err = run(capsys, "view", str(chatml_folder(tmp_path / "tok")), "--messages", str(tmp_path / "a"))
+    assert code == 2 and "Too many levels of symbolic links" in err and "unexpected" not in err
