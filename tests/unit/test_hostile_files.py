@@ -148,7 +148,7 @@ def test_view_refuses_a_rendering_it_cannot_draw_within_the_limits(
 
 def test_a_key_given_twice_or_of_the_wrong_type_is_named(toy_gguf: Path, tmp_path: Path) -> None:
     twice = encode_entry("<", "tokenizer.ggml.eos_token_id", GgufValue(10, None, 2**63))
-    with pytest.raises(GgufFileError, match="'tokenizer.ggml.eos_token_id' is given twice"):
+    with pytest.raises(GgufFileError, match=r"'tokenizer\.ggml\.eos_token_id' is given twice"):
         read_gguf(with_entries(toy_gguf, tmp_path / "twice.gguf", twice, 1))
     names = encode_entry("<", "tokenizer.chat_templates", GgufValue(ARRAY, UINT32, (1, 2)))
     with pytest.raises(GgufFileError, match="is an array of numbers, not a list of template names"):
