@@ -17,6 +17,7 @@ from .app import (
     input_options,
     json_option,
     template_options,
+    unwritten_option,
 )
 
 MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
@@ -102,6 +103,7 @@ MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's defaul
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
 )
 @declaration_options
+@unwritten_option
 @force_option
 @json_option
 @families_option
@@ -133,6 +135,7 @@ def prepare_command(
     control_tokens: tuple[str, ...],
     force: bool,
     as_json: bool,
+    allow_unwritten_tokens: bool,
 ) -> None:
     """Tokenize a dataset of conversations into input_ids, attention_mask and labels (-100 outside the trained
     assistant turns). Exit 1 when more records cannot be read, normalized or rendered than --max-skipped allows
@@ -170,6 +173,7 @@ def prepare_command(
         exact=exact,
         check_every=check_every,
         per_turn=per_turn,
+        allow_unwritten_tokens=allow_unwritten_tokens,
     )
     if as_json:
         emit_json(report.to_dict())

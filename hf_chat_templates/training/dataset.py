@@ -327,7 +327,7 @@ def new_report(
         unit=unit,
         reasoning_field=normalizer.reasoning_field,
         max_skipped=limit,
-        **{**training, "pack": pack},
+        **{**{k: v for k, v in training.items() if k != "allow_unwritten_tokens"}, "pack": pack},
     )
 
 
@@ -357,6 +357,7 @@ def prepare(
     exact: bool = False,
     check_every: int = CHECK_EVERY,
     per_turn: bool = False,
+    allow_unwritten_tokens: bool = False,
 ) -> PrepareReport:
     """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically).
 
@@ -391,6 +392,7 @@ def prepare(
         "exact": exact,
         "check_every": check_every,
         "per_turn": per_turn,
+        "allow_unwritten_tokens": allow_unwritten_tokens,
     }
     cut_by = "--max-length"
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing

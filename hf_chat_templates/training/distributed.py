@@ -278,6 +278,7 @@ def prepare_on_ray(
     exact: bool = False,
     check_every: int = CHECK_EVERY,
     per_turn: bool = False,
+    allow_unwritten_tokens: bool = False,
 ) -> PrepareReport:
     """`prepare` on a Ray cluster: the same features, rows in the same order and the same report, for a JSONL or
     Parquet file or a folder of them (`input_files`). `address` joins a cluster ("auto": the one running here;
@@ -305,6 +306,7 @@ def prepare_on_ray(
         "exact": exact,
         "check_every": check_every,
         "per_turn": per_turn,
+        "allow_unwritten_tokens": allow_unwritten_tokens,
     }
     cut_by = "--max-length"
     if pack is not None:

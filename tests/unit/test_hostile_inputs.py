@@ -162,6 +162,12 @@ def test_a_stop_token_the_template_never_writes_is_refused(
     assert code == 2 and "never writes" in err
     code, _, err = run(capsys, "verify", str(good), "--only", "renders", "--stop-token", "<|im_end|>")
     assert code == 0, err
+    data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(CONVERSATIONS[0])])
+    prepare = ("prepare", str(good), "--conversations", str(data), "--stop-token", "<|nope|>")
+    code, _, err = run(capsys, *prepare, "--output", str(tmp_path / "p"))
+    assert code == 2 and "never writes" in err and not (tmp_path / "p").exists()
+    code, _, err = run(capsys, *prepare, "--output", str(tmp_path / "p"), "--allow-unwritten-token")
+    assert code == 0, err
 
 
 def test_an_empty_token_is_refused(
