@@ -321,4 +321,5 @@ def write_file(path: Path, data: bytes | str) -> None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as err:
-        raise unwritable(path, err, "cannot write") from None
+        fix = _UNWRITABLE.get(err.errno or 0, "choose another {output}").format(output="file")
+        raise unwritable(path, err, "cannot write", hint=fix) from None
