@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -203,9 +203,10 @@ def _dataset_rows(dataset: Any, where: str, messages_column: str | None, tools_c
     yield from _arrow_values(arrow.iter(batch_size=_ROWS), columns)
 
 
-def _one_split(found: Any, where: str, split: str | None) -> Any:
+def _one_split(found: Any, where: str, split: str | None) -> tuple[Any, str | None]:
     """A `DatasetDict`'s split: `split`, else `train`. Never another one unasked (a data set whose only split is
-    `test` is not silently trained on); a single Dataset has no splits to choose from."""
+    `test` is not silently trained on); a single Dataset has no splits to choose from. With the split's name, or
+    None for a single Dataset."""
     if not hasattr(found, "keys"):
         own = getattr(found, "split", None)
         if split is not None and (own is None or str(own) != split):
@@ -216,7 +217,7 @@ def _one_split(found: Any, where: str, split: str | None) -> Any:
                 path=where,
                 parameter="split",
             )
-        return found
+        return found, None
     names = list(found.keys())
     name = split or "train"
     if name not in names:
@@ -227,7 +228,7 @@ def _one_split(found: Any, where: str, split: str | None) -> Any:
             path=where,
             parameter="split",
         )
-    return found[name]
+    return found[name], name
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,7 @@ class ConversationSource:
     messages_column: str | None = None
     tools_column: str = "tools"
     split: str | None = None
+    chosen_split: list[str] = field(default_factory=list, compare=False, repr=False)  # the DatasetDict split read
 
     @property
     def unit(self) -> str:
@@ -294,7 +296,15 @@ class ConversationSource:
                 path=self.name,
                 parameter="conversations",
             ) from None
-        return _one_split(found, self.name, self.split)
+        dataset, chosen = _one_split(found, self.name, self.split)
+        if chosen is not None and not self.chosen_split:
+            self.chosen_split.append(chosen)
+        return dataset
+
+    @property
+    def label(self) -> str:
+        """The source's name, with the split read once it is known: every choice is said."""
+        return self.name + (f" (split {self.chosen_split[0]!r})" if self.chosen_split else "")
 
     def records(self) -> Iterator[Record]:
         """(where, record or None, kind of problem, why, size, mapping steps): the kind is "read" when the value

@@ -403,6 +403,7 @@ def prepare(
     report = new_report(features, normalizer, (data.name, str(out), data.unit, limit.text), training, pack)
     report.cut_by = cut_by
     _publish(features, normalizer, data, out, report, limit, (workers, progress, force))
+    report.path = data.label
     return report
 
 

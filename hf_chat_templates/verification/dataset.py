@@ -335,6 +335,7 @@ def verify_conversations(
         report.add(part)
         bar(part.records)
     bar(0, close=True)
+    report.path = data.label
     if limit is not None:
         report.over_limit = over_limit(report.tally, report.records + report.bad_line_count, limit)
     return report

@@ -258,10 +258,10 @@ def test_no_split_is_chosen_unasked(good: Path, tmp_path: Path, capsys: pytest.C
     assert code == 2 and "this is one Dataset" in err
     code, _, err = run(capsys, "prepare", str(good), "--conversations", str(data), "--split", "x", "--output", out)
     assert code == 2 and "is a file, which has no splits" in err
-    code, _, err = run(
+    code, said, err = run(
         capsys, "prepare", str(good), "--conversations", str(tmp_path / "test-only"), "--split", "test", "--output", out
     )
-    assert code == 0, err
+    assert code == 0 and "test-only (split 'test')" in said, err
 
 
 # ---- counts ----------------------------------------------------------------------------------------------------
