@@ -63,6 +63,7 @@ PARAMETERS = frozenset(
         "max_skipped",
         "stop_tokens",
         "control_tokens",
+        "allow_unwritten_tokens",
         "train_on",
         "allow_control_tokens_in_content",
         "pack",

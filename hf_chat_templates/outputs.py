@@ -3,9 +3,10 @@
 A killed process leaves either the old output or the new one, never half of either. A write of the folder NAME
 holds a lock on it for its whole length (`fcntl.flock` on the hidden sibling `.NAME.lock`, which names its
 process): a second writer of the same output fails at once naming the first, instead of the two removing each
-other's work. A staging folder is a hidden sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind by a
-killed run (its process gone) is removed by the next write of the same output, under the lock; one of a process
-still going is left alone. An output that is replaced (only when asked: `force`) is moved aside as
+other's work. A staging folder (or file) is a hidden sibling named `.NAME.hfct-staging-PID-XXXX`; one left behind
+by a killed run (its process gone) is removed by the next write of the same output, under the lock; one of a
+process still going is left alone. Only regular files are written: a device, FIFO or socket in the way is
+refused, and `-` is standard output. An output that is replaced (only when asked: `force`) is moved aside as
 `NAME.replaced-YYYYmmdd-HHMMSS` (with `-2`, `-3`, … when that name is taken), never deleted. A place that cannot
 be written (no permission, a read-only file system, no space) is an error naming the path and what to do.
 
@@ -19,8 +20,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import os
 import shutil
+import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,6 +34,7 @@ from pathlib import Path
 from .errors import HfChatTemplatesError, OutputBusyError, OutputExistsError, TokenizerFolderError, option
 
 STAGING_MARK = ".hfct-staging-"
+STDOUT = "-"
 # What to do when a place cannot be written, by errno; for any other error, choose another output.
 _UNWRITABLE = {
     errno.EACCES: "choose an {output} you can write, or change the folder's permissions",
@@ -80,6 +85,24 @@ def _check_output(output: Path, *, force: bool, parameter: str) -> None:
         )
 
 
+def check_outside(output: Path, source: str | os.PathLike[str], what: str) -> None:
+    """Refuse an output folder inside the folder `source` (`what` names it: "the source tokenizer"), or one that
+    holds it: a later copy of the source would carry the output as one of its files, and replacing the output
+    would move the source aside."""
+    src = Path(source)
+    if not src.is_dir():
+        return  # a file or a Hub id: nothing to write into
+    out, src = Path(os.path.realpath(output)), Path(os.path.realpath(src))
+    if out != src and (out.is_relative_to(src) or src.is_relative_to(out)):
+        inside = out.is_relative_to(src)
+        raise OutputExistsError(
+            f"{output}: {option('output')} is {'inside' if inside else 'a folder holding'} {what} {source}",
+            hint=f"choose an {option('output')} outside {source}",
+            path=output,
+            parameter="output",
+        )
+
+
 def backup_path(output: Path) -> Path:
     """Where an output that is replaced is kept: NAME.replaced-TIME, numbered when that is taken."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -125,14 +148,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _sweep_stale(parent: Path, name: str) -> None:
-    """Remove the staging folders of `name` whose process has ended: a killed run's, never published, so nothing
-    refers to them. A staging folder of a process still going is left."""
+def sweep_stale(parent: Path, name: str) -> None:
+    """Remove the staging folders and files of `name` whose process has ended: a killed run's, never published, so
+    nothing refers to them. Staging of a process still going is left."""
     prefix = f".{name}{STAGING_MARK}"
-    for stale in parent.glob(prefix + "*"):
+    for stale in parent.glob(glob.escape(prefix) + "*"):
         owner = stale.name[len(prefix) :].split("-", 1)[0]
         if owner.isdigit() and not _alive(int(owner)):
-            shutil.rmtree(stale, ignore_errors=True)
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
 
 
 def lock_path(output: Path) -> Path:
@@ -155,7 +182,10 @@ def output_lock(output: Path, *, wait: float = 0.0) -> Iterator[None]:
     path = lock_path(output)
     deadline = time.monotonic() + wait
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise unwritable(output.parent, err, "cannot write here (its lock file cannot be made)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -192,7 +222,7 @@ def _stat(path: Path) -> os.stat_result | None:
 
 
 def _new_staging(output: Path) -> Path:
-    _sweep_stale(output.parent, output.name)
+    sweep_stale(output.parent, output.name)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}{STAGING_MARK}{os.getpid()}-", dir=output.parent))
     _private_umask_fix(staging, 0o777)
     return staging
@@ -239,15 +269,49 @@ def staged_folder(output: Path, *, force: bool, where_hint: str | None = None, w
             shutil.rmtree(staging.path, ignore_errors=True)
 
 
-def write_file(path: Path, data: bytes | str) -> None:
-    """Write one file whole or not at all: a temporary file beside it, then a rename."""
-    path = Path(path)
-    if path.is_dir():
+def is_stdout(path: str | os.PathLike[str] | None) -> bool:
+    """Whether an output path is `-`, standard output."""
+    return path is not None and os.fspath(path) == STDOUT
+
+
+def check_regular_target(path: Path) -> None:
+    """Refuse a file output whose path holds anything but a regular file (or a symlink to one): a folder, a device,
+    a FIFO, a socket. Renaming over one would replace it (a device node, as root) instead of writing to it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise OutputExistsError(
+                f"{path}: a symlink to a missing file", hint="give a plain file name, or remove the link", path=path
+            ) from None
+        return
+    except OSError as err:
+        raise unwritable(path, err, "cannot read the output path") from None
+    if stat.S_ISDIR(st.st_mode):
         raise OutputExistsError(f"{path}: is a folder", hint="give a file name such as report.html", path=path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputExistsError(
+            f"{path}: is not a regular file (a device, FIFO or socket); only regular files are written",
+            hint="give a file name, or '-' for standard output",
+            path=path,
+        )
+
+
+def write_file(path: Path, data: bytes | str) -> None:
+    """Write one file whole or not at all: a temporary file beside it, then a rename. `-` is standard output.
+    Only a regular file is written or replaced (`check_regular_target`)."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    if is_stdout(path):
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+        return
+    path = Path(path)
+    check_regular_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{STAGING_MARK}", dir=path.parent)
+        sweep_stale(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{STAGING_MARK}{os.getpid()}-", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
@@ -257,4 +321,5 @@ def write_file(path: Path, data: bytes | str) -> None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as err:
-        raise unwritable(path, err, "cannot write") from None
+        fix = _UNWRITABLE.get(err.errno or 0, "choose another {output}").format(output="file")
+        raise unwritable(path, err, "cannot write", hint=fix) from None

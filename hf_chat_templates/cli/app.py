@@ -86,6 +86,17 @@ def token_options(stop_help: str, control_help: str) -> Callable[[F], F]:
     return decorate
 
 
+def unwritten_option(func: F) -> F:
+    """--allow-unwritten-token: a declared token the template never writes is meant."""
+    return click.option(
+        "--allow-unwritten-token",
+        "allow_unwritten_tokens",
+        is_flag=True,
+        help="Accept a declared --stop-token or --control-token the template never writes (the model writes it "
+        "though the template does not).",
+    )(func)
+
+
 def input_options(func: F) -> F:
     """How conversations are read: format, columns, split, and how many records may be left out."""
     func = click.option(
@@ -152,10 +163,45 @@ def families_option(func: F) -> F:
     )(func)
 
 
+def written(what: str, path: Path) -> None:
+    """Say on stderr where an output went."""
+    from ..outputs import is_stdout
+
+    click.echo(f"{what} written to standard output" if is_stdout(path) else f"{what} written: {path}", err=True)
+
+
+def check_outputs(outputs: dict[str, Path | None], as_json: bool = False) -> bool:
+    """Refuse two outputs of one command to the same file (the second would replace the first), and two to standard
+    output (`-`, or --json); return whether one goes to standard output, where the text report must then not go."""
+    from ..errors import UsageError
+    from ..outputs import check_regular_target, is_stdout
+
+    given = {flag: path for flag, path in outputs.items() if path is not None}
+    to_stdout = [flag for flag, path in given.items() if is_stdout(path)] + (["--json"] if as_json else [])
+    if len(to_stdout) > 1:
+        raise UsageError(
+            f"{' and '.join(to_stdout)} would {'both' if len(to_stdout) == 2 else 'all'} write to standard output",
+            hint="send all but one of them to a file",
+        )
+    seen: dict[Path, str] = {}
+    for flag, path in given.items():
+        if is_stdout(path):
+            continue
+        key = Path(os.path.realpath(path))
+        if key in seen:
+            raise UsageError(
+                f"{seen[key]} and {flag} both write {path}; the second would replace the first",
+                hint=f"give {flag} another file",
+            )
+        seen[key] = flag
+        check_regular_target(Path(path))  # before the command's work, not after it
+    return len(to_stdout) == 1 and not as_json
+
+
 def write_html(path: Path, results: list[Any]) -> None:
     """verify's --html: the report page of (report, context) pairs, written whole, and where it went."""
     from ..outputs import write_file
     from ..view.report import verification_html
 
     write_file(path, verification_html(results))
-    click.echo(f"report written: {path}", err=True)
+    written("report", path)

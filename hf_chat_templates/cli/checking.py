@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from .app import (
+    check_outputs,
     cli,
     declaration_options,
     emit_json,
@@ -19,7 +20,9 @@ from .app import (
     json_option,
     refuse_verbose_json,
     template_options,
+    unwritten_option,
     write_html,
+    written,
 )
 from .gguf_files import against_option
 
@@ -33,6 +36,7 @@ NOT_WITH_ALL = {
     "kwarg_pairs": "--kwarg",
     "stop_tokens": "--stop-token",
     "control_tokens": "--control-token",
+    "allow_unwritten_tokens": "--allow-unwritten-token",
     "revision": "--revision",
     "token": "--token",
     "training": "--training",
@@ -79,7 +83,7 @@ NOT_WITH_ALL = {
     is_flag=True,
     help="Content is rendered with sanitize_control_tokens=True: content that still forges a control token fails.",
 )
-@click.option("--workers", type=int, default=None, help="Worker processes for --conversations.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for --conversations.")
 @against_option
 @click.option(
     "--all",
@@ -90,6 +94,7 @@ NOT_WITH_ALL = {
 )
 @hub_options("SOURCE")
 @declaration_options
+@unwritten_option
 @click.option(
     "--html",
     "html_out",
@@ -137,6 +142,7 @@ def verify_command(
     kwarg_pairs: tuple[str, ...],
     stop_tokens: tuple[str, ...],
     control_tokens: tuple[str, ...],
+    allow_unwritten_tokens: bool,
     html_out: Path | None,
     sarif_out: Path | None,
     baseline: Path | None,
@@ -148,7 +154,10 @@ def verify_command(
     from ..conversations.records import parse_kwargs
     from ..verification.runner import verify_with_context
 
-    checks = [c.strip() for c in only.split(",") if c.strip()] if only else None
+    checks = [c.strip() for c in only.split(",") if c.strip()] if only is not None else None
+    if checks == []:
+        raise click.BadParameter(f"{only!r} names no check", param_hint="'--only'")
+    text_to_stderr = check_outputs({"--html": html_out, "--sarif": sarif_out}, as_json)
     if all_families:
         given = locals()
         _refuse_ignored_with_all({flag: given[name] for name, flag in NOT_WITH_ALL.items()})
@@ -179,11 +188,12 @@ def verify_command(
         sanitize=sanitize,
         data_fields=dataset.fields if dataset is not None else None,
         engines=engines,
+        allow_unwritten_tokens=allow_unwritten_tokens,
     )
     report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:
         write_html(html_out, [(report, ctx)])
-    _print_report(report, dataset, as_json, verbose)
+    _print_report(report, dataset, as_json, verbose, text_to_stderr)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
 
@@ -202,7 +212,7 @@ def _safety_outputs(report: Any, ctx: Any, accepted: Any, sarif_out: Path | None
         report = apply_baseline(report, accepted)
     if sarif_out is not None:
         write_sarif(sarif_out, report, template_artifact(ctx, template_file))
-        click.echo(f"SARIF written: {sarif_out}", err=True)
+        written("SARIF", sarif_out)
     return report
 
 
@@ -229,7 +239,7 @@ def _refuse_ignored_with_all(given: dict[str, Any]) -> None:
         )
 
 
-def _print_report(report: Any, dataset: Any, as_json: bool, verbose: bool = False) -> None:
+def _print_report(report: Any, dataset: Any, as_json: bool, verbose: bool = False, to_stderr: bool = False) -> None:
     from ..view.report import format_report
 
     if as_json:
@@ -238,9 +248,9 @@ def _print_report(report: Any, dataset: Any, as_json: bool, verbose: bool = Fals
             doc["conversations"] = dataset.to_dict()
         emit_json(doc)
     else:
-        click.echo(format_report(report, verbose=verbose))
+        click.echo(format_report(report, verbose=verbose), err=to_stderr)
         if dataset is not None:
-            click.echo(dataset.describe())
+            click.echo(dataset.describe(), err=to_stderr)
 
 
 def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, engines: str | None = None) -> None:
@@ -256,7 +266,7 @@ def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, 
     if as_json:
         emit_json([r.to_dict() for r in reports])
     else:
-        click.echo(format_matrix(reports))
+        click.echo(format_matrix(reports), err=html_out is not None and str(html_out) == "-")
     # The seeds are shipped byte-exact as `upstream` to show what was wrong with them; what `install FAMILY`
     # installs is the default variant, and that is what the exit code answers for.
     defaults = {f.name: f.default_variant for f in list_families()}
@@ -264,6 +274,7 @@ def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, 
     if not as_json:
         click.echo(
             "default variants: "
-            + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing))
+            + ("all pass" if not failing else "FAIL: " + ", ".join(f"{r.family}/{r.variant}" for r in failing)),
+            err=html_out is not None and str(html_out) == "-",
         )
     sys.exit(1 if failing else 0)

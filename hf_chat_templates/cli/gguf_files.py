@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from ..gguf.reading import is_gguf
-from .app import emit_json, refuse_verbose_json, warn, write_html
+from .app import check_outputs, emit_json, refuse_verbose_json, warn, write_html
 
 F = TypeVar("F", bound=Callable[..., Any])
 AGAINST = "gguf_against"
@@ -103,6 +103,7 @@ def _verify_folder(folder: Path, params: dict[str, Any], gguf: Path) -> tuple[An
         training=params.get("training", False),
         sanitize=params.get("sanitize", False),
         gguf=gguf,
+        allow_unwritten_tokens=params.get("allow_unwritten_tokens", False),
         **extra,
     )
 
@@ -116,6 +117,7 @@ def verify_gguf(params: dict[str, Any]) -> None:
 
     _refuse(params)
     refuse_verbose_json(params.get("verbose", False), params.get("as_json", False))
+    to_stderr = check_outputs({"--html": params.get("html_out")}, params.get("as_json", False))
     gguf = read_gguf(params["source"])
     notes = []
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
@@ -133,13 +135,17 @@ def verify_gguf(params: dict[str, Any]) -> None:
             write_html(params["html_out"], [(report, ctx)])
     against = params.get("against")
     comparison = compare_gguf(gguf, against) if against is not None else None
-    _print(report, comparison, parity, notes, params.get("as_json", False), params.get("verbose", False))
+    _print(report, comparison, parity, notes, params.get("as_json", False), params.get("verbose", False), to_stderr)
     failed = not report.passes(params.get("fail_on", "error")) or not parity.ok
     sys.exit(1 if failed or (comparison is not None and not comparison.ok) else 0)
 
 
-def _print(report: Any, comparison: Any, parity: Any, notes: list[str], as_json: bool, verbose: bool) -> None:
+def _print(
+    report: Any, comparison: Any, parity: Any, notes: list[str], as_json: bool, verbose: bool, to_stderr: bool = False
+) -> None:
     from ..view.report import format_report
+
+    echo = functools.partial(click.echo, err=to_stderr)  # standard output holds the --html - page
 
     if as_json:
         doc = report.to_dict()
@@ -150,14 +156,14 @@ def _print(report: Any, comparison: Any, parity: Any, notes: list[str], as_json:
         }
         emit_json(doc)
         return
-    click.echo(format_report(report, verbose=verbose))
+    echo(format_report(report, verbose=verbose))
     for note in notes:
-        click.echo(f"note: {note}")
-    click.echo(parity.describe())
+        echo(f"note: {note}")
+    echo(parity.describe())
     if parity.ran and parity.note:
-        click.echo(f"note: {parity.note}")
+        echo(f"note: {parity.note}")
     if comparison is not None:
-        click.echo(comparison.describe())
+        echo(comparison.describe())
 
 
 _NOT_INTO_GGUF = {
@@ -191,6 +197,7 @@ def install_gguf(params: dict[str, Any]) -> None:
         reuse_reserved=params.get("reuse_reserved", False),
         pad_token=params.get("pad_token"),
         bos_postprocessor=params.get("bos_postprocessor", True),
+        allow_unwritten_tokens=params.get("allow_unwritten_tokens", False),
     )
     for warning in plan.warnings:
         warn(f"{plan.subject}: {warning}")

@@ -8,7 +8,17 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options, warn
+from .app import (
+    cli,
+    emit_json,
+    families_option,
+    force_option,
+    hub_options,
+    json_option,
+    token_options,
+    unwritten_option,
+    warn,
+)
 from .gguf_files import install_gguf
 
 
@@ -77,6 +87,7 @@ from .gguf_files import install_gguf
     "With --template: a token that ends an assistant turn (repeatable); else inferred.",
     "With --template: a control token it writes (repeatable); the others are inferred.",
 )
+@unwritten_option
 @json_option
 @families_option
 def install_command(
@@ -99,6 +110,7 @@ def install_command(
     stop_tokens: tuple[str, ...],
     as_json: bool,
     gguf_in: Path | None,
+    allow_unwritten_tokens: bool,
 ) -> None:
     """Install FAMILY's template (or your own, --template FILE) on a tokenizer, registering its control tokens
     and stop ids."""
@@ -124,6 +136,7 @@ def install_command(
             force=force,
             revision=revision,
             token=token,
+            allow_unwritten_tokens=allow_unwritten_tokens,
         )
         for warning in plan.warnings:
             warn(f"{plan.family or plan.subject}: {warning}")

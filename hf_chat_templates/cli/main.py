@@ -14,12 +14,15 @@ scripts), nothing changes.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.util
 import itertools
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -37,11 +40,42 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 # A library parameter whose option is not simply --name-with-dashes.
-_OPTIONS = {"kwargs": "--kwarg", "source": "SOURCE", "stop_tokens": "--stop-token", "control_tokens": "--control-token"}
+_OPTIONS = {
+    "kwargs": "--kwarg",
+    "source": "SOURCE",
+    "stop_tokens": "--stop-token",
+    "control_tokens": "--control-token",
+    "allow_unwritten_tokens": "--allow-unwritten-token",
+}
+
+
+_TERMINATED: list[int] = []  # SIGTERM was received (click turns the exception into Abort on its way out)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what `timeout`, Slurm and `docker stop` send), raised where the program is, so that its cleanup runs
+    as for Ctrl-C: staging removed, locks released, nothing half-published."""
+
+
+def _on_sigterm(signum: int, frame: Any, *, main_pid: int) -> None:
+    if os.getpid() != main_pid:  # a worker process forked from this one: end as SIGTERM ends it by default
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _TERMINATED.append(signum)
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """Turn SIGTERM into `Terminated` in this process (from the main thread only, where signals are handled)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, main_pid=os.getpid()))
+
 
 # The one table from what went wrong to the exit code; the first matching row wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (VerificationFailed, 1),  # verification found failures, so nothing was published: a result, not a crash
+    (Terminated, 128 + signal.SIGTERM),  # 143, as a shell reports a process ended by SIGTERM
     (click.exceptions.Abort, 2),
     (click.ClickException, 2),
     (HfChatTemplatesError, 2),
@@ -65,6 +99,8 @@ def _report(err: BaseException) -> None:
         click.echo(f"error: {err.render(err.template, option_name)}", err=True)
         if err.hint_template:
             click.echo(f"  to fix: {err.render(err.hint_template, option_name)}", err=True)
+    elif isinstance(err, Terminated):
+        click.echo("terminated (SIGTERM); nothing was published, staging removed", err=True)
     elif isinstance(err, KeyboardInterrupt):
         click.echo("interrupted; nothing was published", err=True)
     else:  # an unexpected failure is still reported without a traceback by default
@@ -173,10 +209,12 @@ def main(argv: list[str] | None = None) -> None:
     own command line), the process is set up for one command first (`process_settings`)."""
     if argv is None:
         process_settings(sys.argv[1:])
+        handle_sigterm()
     try:
         with render_run():
             cli.main(args=argv, prog_name="hf-chat-templates", standalone_mode=False)
-    except (Exception, KeyboardInterrupt) as err:
+    except (Exception, KeyboardInterrupt) as caught:
+        err: BaseException = Terminated() if _TERMINATED else caught
         debuggable = not isinstance(
             err, (VerificationFailed, click.exceptions.Abort, click.ClickException, KeyboardInterrupt)
         )

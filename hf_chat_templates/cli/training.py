@@ -17,7 +17,10 @@ from .app import (
     input_options,
     json_option,
     template_options,
+    unwritten_option,
 )
+
+MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
 
 
 @cli.command("prepare")
@@ -35,7 +38,9 @@ from .app import (
     required=True,
     help="Folder to write the dataset to (datasets.load_from_disk reads it).",
 )
-@click.option("--max-length", type=int, default=None, help="Truncate each conversation to N tokens.")
+@click.option(
+    "--max-length", type=click.IntRange(max=MAX_TOKENS), default=None, help="Truncate each conversation to N tokens."
+)
 @click.option(
     "--train-on",
     type=click.Choice(["all", "last", "weighted"]),
@@ -50,7 +55,7 @@ from .app import (
 )
 @click.option(
     "--pack",
-    type=int,
+    type=click.IntRange(max=MAX_TOKENS),
     default=None,
     metavar="SEQ_LEN",
     help="Pack rows into sequences of at most SEQ_LEN tokens (position_ids restart per example, as TRL's "
@@ -70,14 +75,14 @@ from .app import (
 )
 @click.option(
     "--check-every",
-    type=int,
+    type=click.IntRange(min=1),
     default=256,
     show_default=True,
     metavar="N",
     help="Through the run, one record in N (and the first ones, and each new shape's first) goes through the fast "
     "paths and the plain path both; a difference turns that fast path off for the rest of the run.",
 )
-@click.option("--workers", type=int, default=None, help="Worker processes.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes.")
 @click.option(
     "--engine",
     type=click.Choice(["local", "ray"]),
@@ -91,11 +96,14 @@ from .app import (
     default=None,
     help="The Ray cluster to join ('auto': the one running on this machine); default: start a local one.",
 )
-@click.option("--num-cpus", type=int, default=None, help="CPUs to use on Ray (default: all of the cluster's).")
+@click.option(
+    "--num-cpus", type=click.IntRange(min=1), default=None, help="CPUs to use on Ray (default: all of the cluster's)."
+)
 @template_options(
     "Use this bundled family's template instead of the folder's.", "Use this template file instead of the folder's."
 )
 @declaration_options
+@unwritten_option
 @force_option
 @json_option
 @families_option
@@ -127,6 +135,7 @@ def prepare_command(
     control_tokens: tuple[str, ...],
     force: bool,
     as_json: bool,
+    allow_unwritten_tokens: bool,
 ) -> None:
     """Tokenize a dataset of conversations into input_ids, attention_mask and labels (-100 outside the trained
     assistant turns). Exit 1 when more records cannot be read, normalized or rendered than --max-skipped allows
@@ -164,6 +173,7 @@ def prepare_command(
         exact=exact,
         check_every=check_every,
         per_turn=per_turn,
+        allow_unwritten_tokens=allow_unwritten_tokens,
     )
     if as_json:
         emit_json(report.to_dict())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, families_option, template_options
+from .app import check_outputs, cli, families_option, template_options, written
 
 
 @cli.command("view")
@@ -32,7 +32,7 @@ from .app import cli, families_option, template_options
 )
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Write an HTML page.")
 @click.option("--ids", is_flag=True, help="Show each token's id in the terminal.")
-@click.option("--width", type=int, default=None, help="Terminal width (default: the terminal's).")
+@click.option("--width", type=click.IntRange(min=1), default=None, help="Terminal width (default: the terminal's).")
 @families_option
 def view_command(
     source: str,
@@ -47,9 +47,10 @@ def view_command(
     width: int | None,
 ) -> None:
     """Show a conversation as the model sees it: tokens, control tokens, whitespace and the assistant mask."""
-    from ..outputs import write_file
+    from ..outputs import is_stdout, write_file
     from ..view.conversation import view_conversation
 
+    check_outputs({"--html": html_out})
     text, page = view_conversation(
         source,
         messages_file,
@@ -64,5 +65,5 @@ def view_command(
     )
     if html_out is not None and page is not None:
         write_file(html_out, page)
-        click.echo(f"written: {html_out}", err=True)
-    click.echo(text)
+        written("page", html_out)
+    click.echo(text, err=is_stdout(html_out))

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -64,6 +64,8 @@ def parse_json_line(raw: bytes, number: int) -> tuple[Any, str | None]:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         return None, f"not JSON: {err.msg} at column {err.colno}"
+    except ValueError as err:  # a number of more digits than Python converts (int_max_str_digits)
+        return None, f"not JSON this reader takes: {err}"
     except RecursionError:
         return None, f"nested deeper than {MAX_DEPTH} levels"
     lone = lone_surrogate(value) if b"\\ud" in raw or b"\\uD" in raw else None  # only an escape writes one
@@ -145,6 +147,8 @@ def _json_values(path: Path, data: bytes) -> list[Value]:
         whole = json.loads(text)
     except json.JSONDecodeError as err:
         raise _json_error(path, f"not JSON: {err.msg} (column {err.colno})", err.lineno) from None
+    except ValueError as err:  # a number of more digits than Python converts (int_max_str_digits)
+        raise _json_error(path, f"not JSON this reader takes: {err}", 1) from None
     if not isinstance(whole, list):
         lone = lone_surrogate(whole)
         return [(1, None if lone else whole, lone, len(data))]
@@ -166,7 +170,7 @@ def _is_jsonl(data: bytes) -> bool:
         json.loads(data)
     except json.JSONDecodeError as err:
         return err.msg == "Extra data"
-    except (UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError, too many digits
         return False
     return False
 
@@ -199,20 +203,32 @@ def _dataset_rows(dataset: Any, where: str, messages_column: str | None, tools_c
     yield from _arrow_values(arrow.iter(batch_size=_ROWS), columns)
 
 
-def _one_split(found: Any, where: str, split: str | None) -> Any:
-    """A `DatasetDict`'s split: `split`, else `train`, else its only one."""
+def _one_split(found: Any, where: str, split: str | None) -> tuple[Any, str | None]:
+    """A `DatasetDict`'s split: `split`, else `train`. Never another one unasked (a data set whose only split is
+    `test` is not silently trained on); a single Dataset has no splits to choose from. With the split's name, or
+    None for a single Dataset."""
     if not hasattr(found, "keys"):
-        return found
+        own = getattr(found, "split", None)
+        if split is not None and (own is None or str(own) != split):
+            raise UsageError(
+                f"{where}: {option('split')} {split!r}, but this is one Dataset"
+                + (f" (its split: {str(own)!r})" if own is not None else ", with no splits"),
+                hint=f"drop {option('split')}",
+                path=where,
+                parameter="split",
+            )
+        return found, None
     names = list(found.keys())
-    name = split or ("train" if "train" in names else names[0] if len(names) == 1 else None)
+    name = split or "train"
     if name not in names:
         raise UsageError(
-            f"{where}: no split {name or 'chosen'!r}; it has {', '.join(names)}",
-            hint=f"choose one: {option('split')} NAME",
+            f"{where}: no split {name!r}; it has {', '.join(map(repr, names))}",
+            hint=f"choose one: {option('split')} NAME"
+            + (f" (e.g. {option('split')} {names[0]})" if len(names) == 1 else ""),
             path=where,
-            parameter="conversations",
+            parameter="split",
         )
-    return found[name]
+    return found[name], name
 
 
 @dataclass(frozen=True)
@@ -225,6 +241,7 @@ class ConversationSource:
     messages_column: str | None = None
     tools_column: str = "tools"
     split: str | None = None
+    chosen_split: list[str] = field(default_factory=list, compare=False, repr=False)  # the DatasetDict split read
 
     @property
     def unit(self) -> str:
@@ -279,7 +296,15 @@ class ConversationSource:
                 path=self.name,
                 parameter="conversations",
             ) from None
-        return _one_split(found, self.name, self.split)
+        dataset, chosen = _one_split(found, self.name, self.split)
+        if chosen is not None and not self.chosen_split:
+            self.chosen_split.append(chosen)
+        return dataset
+
+    @property
+    def label(self) -> str:
+        """The source's name, with the split read once it is known: every choice is said."""
+        return self.name + (f" (split {self.chosen_split[0]!r})" if self.chosen_split else "")
 
     def records(self) -> Iterator[Record]:
         """(where, record or None, kind of problem, why, size, mapping steps): the kind is "read" when the value
@@ -323,9 +348,23 @@ def open_conversations(
             kind = "parquet"
         else:
             kind = "json" if suffix == ".json" else "jsonl"
+        if split is not None:
+            raise UsageError(
+                f"{option('split')} {split!r}: {path} is a file, which has no splits",
+                hint=f"drop {option('split')} (it reads a datasets folder or a Hub dataset)",
+                path=path,
+                parameter="split",
+            )
         return ConversationSource(str(path), kind, **settings)  # type: ignore[arg-type]
     if _HUB_ID.match(str(conversations)) and path.suffix.lower() not in (".jsonl", ".json", ".parquet", ".ndjson"):
         return ConversationSource(str(conversations), "hub", **settings)  # type: ignore[arg-type]
+    if path.exists():
+        raise UsageError(
+            f"{path}: is not a regular file or a folder (a device, FIFO or socket)",
+            hint="pass a copy of the data as a file",
+            path=path,
+            parameter="conversations",
+        )
     raise TokenizerFolderError(
         f"{path}: no such file or folder",
         hint='pass a JSONL file of {"messages": [...]}, a JSON, Parquet or datasets folder, or a Hub dataset id',
@@ -369,19 +408,17 @@ def record_batches(
         yield batch
 
 
+MAX_MESSAGES_BYTES = 64 << 20  # one conversation to view
+
+
 def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """A JSON file holding a list of messages, or {"messages": [...], "tools": [...]}; errors name the file and
     the message."""
+    from ..template.syntax import read_input
+
     file = Path(path)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(
-            f"{file}: cannot read ({err.strerror or err})",
-            hint=f"pass {option('messages')} FILE.json",
-            path=file,
-            parameter="messages",
-        ) from None
+        data = json.loads(read_input(file, MAX_MESSAGES_BYTES, "messages file", UsageError).decode("utf-8"))
     except UnicodeDecodeError as err:
         raise UsageError(
             f"{file}: not UTF-8 (byte {err.start})", hint="save the file as UTF-8", path=file, parameter="messages"
@@ -394,6 +431,10 @@ def read_messages_file(path: os.PathLike[str] | str) -> tuple[list[dict[str, Any
             line=err.lineno,
             parameter="messages",
         ) from None
+    except UsageError:
+        raise
+    except ValueError as err:  # a number of more digits than Python converts
+        raise UsageError(f"{file}: {err}", hint="write the number as a string", path=file) from None
     except RecursionError:
         raise UsageError(
             f"{file}: nested too deep", hint='a JSON list of messages, or {"messages": [...]}', path=file

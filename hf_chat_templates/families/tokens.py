@@ -18,12 +18,13 @@ content as "", arguments as a JSON string, a tool given), so that a crash on one
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..conversations.probes import Probe, tool_call, weather_tool
 from ..conversations.suite import build_probes
+from ..errors import UsageError, option
 from ..template.analysis import control_tokens_in, growing_fragments, literal_fragments, tokens_in_order
 from ..template.rendering import Rendered, Renderer
 from ..template.syntax import template_literals as literal_text
@@ -420,3 +421,51 @@ def template_tokens(
         tokens.turn_end if stops is None else True,
         tuple(t for t in tokens.markup_tokens if t not in final_controls),
     )
+
+
+def check_declared_tokens(
+    stop_tokens: Iterable[str] | None,
+    control_tokens: Iterable[str] | None,
+    templates: Iterable[str | None],
+    renderings: Callable[[], Iterable[str]],
+    *,
+    allow_unwritten: bool = False,
+) -> None:
+    """Refuse a declared stop or control token that is empty, or that none of `templates` writes (in its text, or
+    in `renderings()`, asked only when the text does not hold it): such a token would become the eos and a
+    generation stop the model is never trained to write. `allow_unwritten` is the user's word that it is meant
+    (a token the model writes that no template does)."""
+    declared = [*(stop_tokens or ()), *(control_tokens or ())]
+    if any(not t.strip() for t in declared):
+        raise UsageError(
+            f"{option('stop_tokens')} / {option('control_tokens')}: an empty or blank token",
+            hint="give the token's text, e.g. --stop-token '<|im_end|>'",
+            parameter="stop_tokens",
+        )
+    if allow_unwritten or not declared:
+        return
+    texts = [t for t in templates if t]
+    literals = "\n".join(literal_text(t) for t in texts) + "\n".join(texts)
+    missing = [t for t in dict.fromkeys(declared) if t not in literals]
+    if missing:
+        rendered = list(renderings())
+        missing = [t for t in missing if not any(t in r for r in rendered)]
+    if missing:
+        raise UsageError(
+            f"the template never writes the declared token{'s' * (len(missing) > 1)} "
+            + ", ".join(repr(t) for t in missing)
+            + ": as a stop it would end generation on a token the model is never trained to write",
+            hint=f"check the spelling against the template, or pass {option('allow_unwritten_tokens')} if the "
+            "model writes it though the template does not",
+            parameter="stop_tokens",
+        )
+
+
+def probe_renderings(tokenizer: Any, templates: Iterable[str]) -> list[str]:
+    """What each of `templates` renders for the probe conversations (those that render)."""
+    probes = build_probes()
+    out = []
+    for template in templates:
+        renderer = Renderer(tokenizer, template)
+        out += [r.text for p in probes if (r := render_probe(renderer, p)).ok and r.text]
+    return out

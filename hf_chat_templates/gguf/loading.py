@@ -10,10 +10,12 @@ the folder's generation_config.json, which is where the checks read stop ids fro
 from __future__ import annotations
 
 import json
+import struct
+import tempfile
 from pathlib import Path
 
 from ..errors import UsageError
-from .reading import GgufFileError, GgufTokenizer, read_gguf
+from .reading import MAGIC, GgufFileError, GgufTokenizer, read_gguf, read_layout
 
 # tokenizer.ggml.model values transformers can build a tokenizer from (integrations/gguf: GGUF_TOKENIZER_TYPES).
 SUPPORTED_MODELS = ("gpt2", "llama", "t5", "gemma4")
@@ -32,7 +34,11 @@ def load_gguf_tokenizer(gguf: GgufTokenizer) -> object:
     from transformers import PreTrainedTokenizerFast
 
     try:
-        tok = PreTrainedTokenizerFast.from_pretrained(str(gguf.path.parent), gguf_file=gguf.path.name)
+        with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
+            only = tokenizer_only(gguf.path, Path(tmp) / gguf.path.name)
+            tok = PreTrainedTokenizerFast.from_pretrained(str(only.parent), gguf_file=only.name)
+    except GgufFileError:
+        raise
     except Exception as err:
         raise GgufFileError(
             f"{gguf.path}: transformers could not build its tokenizer ({type(err).__name__}: {err})",
@@ -44,6 +50,21 @@ def load_gguf_tokenizer(gguf: GgufTokenizer) -> object:
         templates["default"] = gguf.chat_template
     tok.chat_template = templates.get("default") if set(templates) <= {"default"} else templates
     return tok
+
+
+def tokenizer_only(path: Path, output: Path) -> Path:
+    """A copy of the GGUF file's header with only its tokenizer keys (and architecture), no tensors: what
+    transformers reads to build the tokenizer. transformers' reader turns every metadata array into Python lists;
+    given the whole file, an array that is no tokenizer's (a hostile one of 50 million integers) would cost ten
+    times its size."""
+    layout = read_layout(path)
+    keep = [e for e in layout.entries if e.key.startswith("tokenizer.") or e.key == "general.architecture"]
+    with path.open("rb") as source, output.open("wb") as out:
+        out.write(MAGIC + struct.pack(layout.byte_order + "IQQ", layout.version, 0, len(keep)))
+        for entry in keep:
+            source.seek(entry.start)
+            out.write(source.read(entry.end - entry.start))
+    return output
 
 
 def gguf_tokenizer_folder(gguf: GgufTokenizer | str | Path, output: str | Path) -> Path:

@@ -12,14 +12,16 @@ August 2023) are refused; both byte orders are read.
 
 from __future__ import annotations
 
+import array
 import mmap
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerFolderError
+from .arrays import LazyArray, NumberArray, StringArray
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -131,11 +133,19 @@ class _Cursor:
         item = self.scalar("I", 4, what)
         count = self.scalar("Q", 8, what)
         if item in SCALARS:
-            code, size = SCALARS[item]
-            raw = self.take(size * count, what)
-            return tuple(struct.unpack(f"{self.order}{count}{code}", raw)), item
+            size = SCALARS[item][1] * count
+            if size < 0 or self.pos + size > len(self.data):
+                raise self.fail(f"{what} runs past the end of the file ({len(self.data)} bytes)")
+            with memoryview(self.data) as whole, whole[self.pos : self.pos + size] as raw:  # one copy, not two
+                values = NumberArray(raw, item, self.order)
+            self.pos += size
+            return values, item
         if item == STRING:
-            return tuple(self.string(f"{what}[{i}]") for i in range(count)), item
+            start, offsets = self.pos, array.array("Q")
+            for i in range(count):  # each checked (in the file, UTF-8), then dropped: decoded again when read
+                offsets.append(self.pos - start + 8)
+                self.string(f"{what}[{i}]")
+            return StringArray(bytes(self.data[start : self.pos]), offsets), item
         raise self.fail(f"{what} is an array of the unsupported type {item}")
 
 
@@ -203,11 +213,15 @@ def _parse(path: Path, data: Any) -> GgufLayout:
         )
     tensor_count = cur.scalar("Q", 8, "the tensor count")
     kv_count = cur.scalar("Q", 8, "the key/value count")
-    entries = []
+    entries: list[KeyValue] = []
+    seen: set[str] = set()
     for index in range(kv_count):
         start = cur.pos
         key = cur.string(f"the key of metadata entry {index}")
         kind = cur.scalar("I", 4, f"the type of {key!r}")
+        if key in seen:  # a key given twice: readers disagree on which one wins
+            raise cur.fail(f"the key {key!r} is given twice (metadata entry {index})", start)
+        seen.add(key)
         value, item = cur.value(kind, f"the value of {key!r}")
         entries.append(KeyValue(key, kind, item, value, start, cur.pos))
     info_start = cur.pos
@@ -236,8 +250,8 @@ class GgufTokenizer:
     architecture: str | None
     model: str | None  # tokenizer.ggml.model: gpt2 (byte-level BPE), llama (SentencePiece), t5, bert, ...
     pre: str | None  # tokenizer.ggml.pre: the pre-tokenizer llama.cpp applies (llama-bpe, qwen2, ...)
-    tokens: tuple[str, ...] = field(repr=False)
-    token_types: tuple[int, ...] = field(repr=False)
+    tokens: Sequence[str] = field(repr=False)
+    token_types: Sequence[int] = field(repr=False)
     chat_template: str | None
     named_templates: Mapping[str, str]
     bos_token_id: int | None
@@ -248,7 +262,7 @@ class GgufTokenizer:
     unk_token_id: int | None
     add_bos_token: bool | None
     add_eos_token: bool | None
-    merges: tuple[str, ...] = field(repr=False, default=())
+    merges: Sequence[str] = field(repr=False, default=())
 
     def token(self, token_id: int | None) -> str | None:
         """The text of `token_id`, or None when it is None or outside the vocabulary."""
@@ -273,12 +287,23 @@ class GgufTokenizer:
         return tuple(dict.fromkeys(i for i in ids if i is not None))
 
 
-def _typed(layout: GgufLayout, key: str, kind: type, what: str) -> Any:
+def _typed(layout: GgufLayout, key: str, kind: type, what: str, item: int | None = None) -> Any:
+    """The value of `key` when it is a `kind` (an array: of item type `item`, a string or any number), else None
+    when absent, else GgufFileError naming the key."""
     value = layout.get(key)
-    if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+    if value is None:
         return value
+    if kind is LazyArray:
+        entry = next(e for e in layout.entries if e.key == key)
+        if isinstance(value, LazyArray) and (entry.item_type == item or (item != STRING and entry.item_type != STRING)):
+            return value
+    elif isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    found = type(value).__name__
+    if isinstance(value, LazyArray):
+        found = "an array of strings" if isinstance(value, StringArray) else "an array of numbers"
     raise GgufFileError(
-        f"{layout.path}: {key} is {type(value).__name__}, not {what}",
+        f"{layout.path}: {key} is {found}, not {what}",
         hint="the file's metadata is malformed; convert the model again",
         path=layout.path,
         key=key,
@@ -286,8 +311,8 @@ def _typed(layout: GgufLayout, key: str, kind: type, what: str) -> Any:
 
 
 def tokenizer_from_layout(layout: GgufLayout) -> GgufTokenizer:
-    tokens = _typed(layout, "tokenizer.ggml.tokens", tuple, "a list of strings") or ()
-    types = _typed(layout, "tokenizer.ggml.token_type", tuple, "a list of integers") or ()
+    tokens = _typed(layout, "tokenizer.ggml.tokens", LazyArray, "a list of strings", STRING) or ()
+    types = _typed(layout, "tokenizer.ggml.token_type", LazyArray, "a list of integers", 0) or ()
     if types and len(types) != len(tokens):
         raise GgufFileError(
             f"{layout.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens",
@@ -296,11 +321,29 @@ def tokenizer_from_layout(layout: GgufLayout) -> GgufTokenizer:
             key="tokenizer.ggml.token_type",
         )
     ids = {name: _typed(layout, key, int, "an integer id") for name, key in SPECIAL_ID_KEYS.items()}
-    names = _typed(layout, TEMPLATE_NAMES_KEY, tuple, "a list of template names") or ()
+    for name, token_id in ids.items():
+        if token_id is not None and tokens and not 0 <= token_id < len(tokens):
+            raise GgufFileError(
+                f"{layout.path}: {SPECIAL_ID_KEYS[name]} is {token_id}, outside the vocabulary of {len(tokens)} tokens",
+                hint="the file's metadata is malformed; convert the model again",
+                path=layout.path,
+                key=SPECIAL_ID_KEYS[name],
+            )
+    names = _typed(layout, TEMPLATE_NAMES_KEY, LazyArray, "a list of template names", STRING) or ()
     named = {name: _typed(layout, f"{TEMPLATE_KEY}.{name}", str, "a template") for name in names}
     for entry in layout.entries:  # a named template the list forgot is still one
         if entry.key.startswith(TEMPLATE_KEY + ".") and isinstance(entry.value, str):
             named.setdefault(entry.key[len(TEMPLATE_KEY) + 1 :], entry.value)
+    from ..template.syntax import template_name_problem  # jinja2: not on the light path of `is_gguf`
+
+    for name in named:  # a name becomes a file name (additional_chat_templates/NAME.jinja) when the file is read
+        if (problem := template_name_problem(name)) is not None:
+            raise GgufFileError(
+                f"{layout.path}: the named template {TEMPLATE_KEY}.{name!r}: {problem}",
+                hint="rename it in the file (gguf's gguf_set_metadata.py or a new conversion)",
+                path=layout.path,
+                key=f"{TEMPLATE_KEY}.{name}",
+            )
     return GgufTokenizer(
         path=layout.path,
         architecture=_typed(layout, "general.architecture", str, "a string"),
@@ -318,7 +361,7 @@ def tokenizer_from_layout(layout: GgufLayout) -> GgufTokenizer:
         unk_token_id=ids["unk"],
         add_bos_token=_typed(layout, "tokenizer.ggml.add_bos_token", bool, "a boolean"),
         add_eos_token=_typed(layout, "tokenizer.ggml.add_eos_token", bool, "a boolean"),
-        merges=_typed(layout, "tokenizer.ggml.merges", tuple, "a list of strings") or (),
+        merges=_typed(layout, "tokenizer.ggml.merges", LazyArray, "a list of strings", STRING) or (),
     )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OutputExistsError, UsageError, option
-from ..outputs import STAGING_MARK, output_lock, unwritable
+from ..outputs import STAGING_MARK, output_lock, sweep_stale, unwritable
 from .reading import (
     ARRAY,
     CONTROL,
@@ -216,6 +216,7 @@ def write_gguf(
 def _stage_and_publish(layout: GgufLayout, header: bytes, out_path: Path) -> None:
     start, end = layout.tensor_info
     try:
+        sweep_stale(out_path.parent, out_path.name)  # a killed run's staging file, under the lock
         fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}{STAGING_MARK}{os.getpid()}-", dir=out_path.parent)
     except OSError as err:
         raise unwritable(out_path.parent, err, "cannot write the output here") from None

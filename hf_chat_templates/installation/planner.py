@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import TokenizerFolderError, UsageError, option
 from ..families.registry import Family
 from ..families.source import check_source_options
-from ..outputs import check_output
+from ..outputs import check_output, check_outside
 from ..template.syntax import line_endings
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
 from ..tokenizer.folder import (
@@ -50,7 +50,7 @@ from ..tokenizer.vocab import (
 )
 from .pad import choose_pad
 from .plan import FORMATS, BosPlan, FileChange, InstallPlan
-from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family
+from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family, template_files
 
 
 def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
@@ -378,7 +378,10 @@ def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder.path))
-    return from_templates(template, tokenizer, generation_config=folder.generation_config, **declared)
+    allow = declared.pop("allow_unwritten", False)
+    return from_templates(
+        template, tokenizer, generation_config=folder.generation_config, allow_unwritten_tokens=allow, **declared
+    )
 
 
 def _source_folder(
@@ -395,7 +398,21 @@ def _source_folder(
             parameter="output",
         )
     check_output(output_path, force=force)
+    check_outside(output_path, source_path, "the source tokenizer")
     return read_folder(source_path)
+
+
+def _check_template_names(template: TemplateFiles | None, training: bool, format: str) -> None:
+    """The format, and the template names, which become file names: refused here, before the source is read and
+    anything is staged (and `training` is the name --training writes)."""
+    _check_format(format)
+    if template is not None and TRAINING_TEMPLATE_NAME in template_files(template) and training:
+        raise UsageError(
+            f"{option('template')} names a template '{TRAINING_TEMPLATE_NAME}', and {option('training')} writes "
+            "the derived one under that name",
+            parameter="template",
+            hint=f"drop {option('training')}, or give your template another name",
+        )
 
 
 def plan_install(
@@ -415,18 +432,19 @@ def plan_install(
     revision: str | None = None,
     token: str | None = None,
     pad_token: str | None = None,
+    allow_unwritten_tokens: bool = False,
 ) -> InstallPlan:
     """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
     `tokenizer` into `output` would write; writes nothing there. Their tokens: declared, a bundled family's, or
-    inferred. `pad_token`: see `pad.choose_pad`. `bos_postprocessor=False` drops the BOS the post-processor adds
-    where the template writes it (kept by default: `tokenizer(text)` on plain text keeps it; see `plan.BosPlan`)."""
-    _check_format(format)
+    inferred; a declared token the templates never write is refused unless `allow_unwritten_tokens`. `pad_token`: see
+    `pad.choose_pad`. `bos_postprocessor=False` drops the BOS the post-processor adds where the template writes it
+    (kept by default: `tokenizer(text)` on plain text keeps it; see `plan.BosPlan`)."""
+    _check_template_names(template, training, format)
     family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
-    subject = family_subject or _template_subject(
-        template or "", folder, {"stop_tokens": stop_tokens, "control_tokens": control_tokens}
-    )
+    declared = {"stop_tokens": stop_tokens, "control_tokens": control_tokens, "allow_unwritten": allow_unwritten_tokens}
+    subject = family_subject or _template_subject(template or "", folder, declared)
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, bos_postprocessor=bos_postprocessor)
     warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)

@@ -15,9 +15,9 @@ from typing import Any
 
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, get_family
-from ..families.tokens import template_tokens
+from ..families.tokens import check_declared_tokens, probe_renderings, template_tokens
 from ..template.analysis import reads_variable, writes_bos
-from ..template.syntax import check_template_syntax, read_template
+from ..template.syntax import check_template_syntax, read_template, template_name_problem
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,19 @@ def template_files(template: TemplateFiles) -> dict[str, Path]:
         if not name and "=" in text and not Path(text).exists():
             name, _, text = text.partition("=")
         name = name or "default"
+        if (problem := template_name_problem(name)) is not None:
+            raise UsageError(
+                f"{option('template')} {name}={text}: {problem}; a named "
+                "template is written as additional_chat_templates/NAME.jinja",
+                parameter="template",
+                hint="name it with letters, digits and '_', e.g. tool_use=FILE",
+            )
+        if not text:
+            raise UsageError(
+                f"{option('template')} {name}=: no file after '='",
+                parameter="template",
+                hint=f"give the file: {option('template')} {name}=FILE",
+            )
         if name in files:
             raise UsageError(
                 f"{option('template')} names the template {name!r} twice",
@@ -107,18 +120,32 @@ def from_templates(
     stop_tokens: Iterable[str] | None = None,
     control_tokens: Iterable[str] | None = None,
     generation_config: Mapping[str, Any] | None = None,
+    allow_unwritten_tokens: bool = False,
 ) -> InstallSubject:
     """Template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said which), the
     stops read from the source's `generation_config` where the template writes them."""
     files = template_files(template)
-    texts, written = {}, {}
+    texts, written, bom_notes = {}, {}, []
     for name, path in files.items():
         file = read_template(path)
+        if file.had_bom:
+            bom_notes.append(
+                f"the UTF-8 byte order mark at the start of {path} was removed (transformers would write U+FEFF "
+                "before every rendering)"
+            )
         texts[name] = file.text
         if file.written != file.text:
             written[name] = file.written
         check_template_syntax(texts[name], path)
     declared_controls = tuple(control_tokens or ())
+    stop_tokens = tuple(stop_tokens) if stop_tokens is not None else None
+    check_declared_tokens(
+        stop_tokens,
+        declared_controls,
+        texts.values(),
+        lambda: probe_renderings(tokenizer, texts.values()),
+        allow_unwritten=allow_unwritten_tokens,
+    )
     found = template_tokens(
         tokenizer,
         texts["default"],
@@ -149,7 +176,7 @@ def from_templates(
         stop_tokens=found.stop_tokens,
         template_writes_bos=writes_bos(texts["default"]),
         tokens_from=found.origin,
-        notes=found.notes,
+        notes=(*bom_notes, *found.notes),
         markup_tokens=tuple(t for t in markup if t not in controls),
         origins={name: str(path) for name, path in files.items()},
         written=written,

@@ -34,7 +34,7 @@ class VerificationFailed(HfChatTemplatesError):
 @dataclass(frozen=True)
 class PushFile:
     path: str
-    action: str  # add | change | unchanged
+    action: str  # add | change | unchanged | unknown (the remote could not be read: a dry run offline)
     size: int
 
 
@@ -49,6 +49,7 @@ class PushPlan:
     skipped: tuple[str, ...]  # files of the folder that are not tokenizer files
     commit_message: str
     commit_description: str = field(repr=False)
+    not_compared: str | None = None  # why the remote could not be read (a dry run only): no file was compared
 
     @property
     def uploads(self) -> tuple[PushFile, ...]:
@@ -65,14 +66,20 @@ class PushPlan:
             "skipped": list(self.skipped),
             "commit_message": self.commit_message,
             "commit_description": self.commit_description,
+            "not_compared": self.not_compared,
         }
 
     def describe(self) -> str:
         target = "a pull request against" if self.create_pr else "a commit on"
-        lines = [
-            f"push {self.folder} to {self.repo_id}: {target} {self.revision} "
-            f"(parent {self.parent_commit[:12] if self.parent_commit else 'none: new repo'})"
-        ]
+        parent = self.parent_commit[:12] if self.parent_commit else "none: new repo"
+        if self.not_compared is not None:
+            parent = "unknown: the remote was not read"
+        lines = [f"push {self.folder} to {self.repo_id}: {target} {self.revision} (parent {parent})"]
+        if self.not_compared is not None:
+            lines.append(
+                f"  not compared with the remote ({self.not_compared}): the folder's files were read, "
+                "but whether each is new, changed or unchanged on the Hub is unknown"
+            )
         lines += [f"  {f.action:<9} {f.path} ({f.size:,} bytes)" for f in self.files]
         if self.skipped:
             lines.append(f"  not uploaded (not tokenizer files): {', '.join(self.skipped)}")
@@ -117,7 +124,7 @@ def hub_error(err: Exception, repo_id: str, revision: str) -> HfChatTemplatesErr
     if isinstance(err, OfflineModeIsEnabled):
         return HubError(
             f"{repo_id}: HF_HUB_OFFLINE is set, so nothing can be pushed",
-            hint=f"unset HF_HUB_OFFLINE, or use {option('dry_run')}",
+            hint=f"unset HF_HUB_OFFLINE to push ({option('dry_run')} shows the plan without comparing offline)",
         )
     if isinstance(err, RevisionNotFoundError):
         return HubError(f"{repo_id}: revision {revision!r} does not exist", hint=f"check {option('revision')}")
@@ -169,6 +176,32 @@ def _description(report: VerificationReport | None) -> str:
     return "\n".join(lines)
 
 
+def check_repo_id(repo_id: str) -> None:
+    """Refuse a repo id the Hub cannot have (before anything else is done with it)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise UsageError(
+            f"{option('repo_id')} {repo_id!r} is not a Hub repo id: {str(err).splitlines()[0]}",
+            hint="give it as NAMESPACE/NAME, e.g. my-org/my-model (letters, digits, '-', '_', '.')",
+            parameter="repo_id",
+        ) from None
+
+
+def _offline(err: Exception) -> str | None:
+    """Why the Hub could not be read at all (offline mode, no network), or None when it answered."""
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    if isinstance(err, OfflineModeIsEnabled):
+        return "HF_HUB_OFFLINE is set"
+    if isinstance(err, HfHubHTTPError):
+        return None
+    return f"the Hub could not be reached: {type(err).__name__}"
+
+
 def plan_push(
     folder: str | Path,
     repo_id: str,
@@ -180,8 +213,11 @@ def plan_push(
     private: bool = False,
     report: VerificationReport | None = None,
     api: Any = None,
+    dry_run: bool = False,
 ) -> PushPlan:
-    """Compare the folder's tokenizer files with the remote revision. Reads the Hub; writes nothing."""
+    """Compare the folder's tokenizer files with the remote revision. Reads the Hub; writes nothing. `dry_run`: a
+    Hub that cannot be reached is said in the plan (`not_compared`) instead of raised."""
+    check_repo_id(repo_id)
     if to_main and revision not in (None, "main"):
         raise UsageError(
             f"{option('to_main')} commits to main; drop {option('revision')} or {option('to_main')}",
@@ -197,6 +233,7 @@ def plan_push(
     api = api or _api(token)
     parent = None
     remote: dict[str, Any] = {}
+    not_compared = None
     try:
         info = api.repo_info(repo_id, revision=revision)
         parent = info.sha
@@ -205,7 +242,8 @@ def plan_push(
     except Exception as err:
         from huggingface_hub.errors import RepositoryNotFoundError
 
-        if not (
+        not_compared = _offline(err) if dry_run else None
+        if not_compared is None and not (
             private
             and isinstance(err, RepositoryNotFoundError)
             and getattr(getattr(err, "response", None), "status_code", None) == 404
@@ -215,7 +253,9 @@ def plan_push(
     for path in uploads:
         data = local.read_bytes(path)
         entry = remote.get(path)
-        if entry is None:
+        if not_compared is not None:
+            action = "unknown"
+        elif entry is None:
             action = "add"
         elif getattr(entry, "lfs", None) is not None:
             action = "unchanged" if entry.lfs.sha256 == hashlib.sha256(data).hexdigest() else "change"
@@ -228,7 +268,16 @@ def plan_push(
         else "Update tokenizer and chat template"
     )
     return PushPlan(
-        Path(folder), repo_id, revision, parent, not to_main, tuple(files), skipped, message, _description(report)
+        Path(folder),
+        repo_id,
+        revision,
+        parent,
+        not to_main,
+        tuple(files),
+        skipped,
+        message,
+        _description(report),
+        not_compared,
     )
 
 
@@ -249,6 +298,7 @@ def push(
 
     Raises VerificationFailed when a check fails and `skip_verify` is not set; HubError for what the Hub refuses.
     `api` is an `HfApi` to use instead of one built from `token` and HF_ENDPOINT (tests pass their own)."""
+    check_repo_id(repo_id)  # before the verify: a repo id that cannot be is refused at once
     report = None
     if not skip_verify:
         report = verify(folder)
@@ -269,6 +319,7 @@ def push(
         private=private,
         report=report,
         api=api,
+        dry_run=dry_run,
     )
     if dry_run or not plan.uploads:
         return PushResult(plan, None, None)

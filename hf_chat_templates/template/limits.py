@@ -70,12 +70,31 @@ class RenderLimits:
 
     @classmethod
     def from_env(cls) -> RenderLimits:
-        env = os.environ.get
+        """The limits, raised or lowered by HF_CHAT_TEMPLATES_RENDER_SECONDS, _MAX_CHARS and _MAX_MEMORY_MB (a
+        positive number each; anything else is a UsageError naming the variable)."""
         return cls(
-            seconds=float(env("HF_CHAT_TEMPLATES_RENDER_SECONDS") or cls.seconds),
-            max_chars=int(env("HF_CHAT_TEMPLATES_RENDER_MAX_CHARS") or cls.max_chars),
-            max_memory_bytes=int(env("HF_CHAT_TEMPLATES_RENDER_MAX_MEMORY_MB") or (cls.max_memory_bytes >> 20)) << 20,
+            seconds=_positive("HF_CHAT_TEMPLATES_RENDER_SECONDS", float, cls.seconds),
+            max_chars=_positive("HF_CHAT_TEMPLATES_RENDER_MAX_CHARS", int, cls.max_chars),
+            max_memory_bytes=_positive("HF_CHAT_TEMPLATES_RENDER_MAX_MEMORY_MB", int, cls.max_memory_bytes >> 20) << 20,
         )
+
+
+def _positive(name: str, kind: type[Any], default: Any) -> Any:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = kind(text)
+        if value > 0 and value == value and value != float("inf"):
+            return value
+    except ValueError:
+        pass
+    from ..errors import UsageError
+
+    raise UsageError(
+        f"{name}={text!r} is not a positive {'whole ' if kind is int else ''}number",
+        hint=f"set it to a number above 0 (default {default}), or unset it",
+    )
 
 
 @dataclass

@@ -87,28 +87,75 @@ def line_endings(text: str) -> str:
     return kinds[0] if len(kinds) == 1 else "mixed" if kinds else "LF"
 
 
+# A named template becomes the file additional_chat_templates/NAME.jinja: one path component of safe characters.
+TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+BOM = "\ufeff"
+
+
+def template_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a template (it becomes a file name), or None when it can."""
+    if not name:
+        return "the name is empty"
+    if TEMPLATE_NAME.fullmatch(name) is None or ".." in name:
+        return (
+            f"the name {name!r} is not one file name of letters, digits, '_', '.' and '-' "
+            "(up to 64, not starting with '.' or '-', no '..')"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class TemplateFile:
     """A template file: `written` as the file holds it, `text` as transformers reads it (they differ only in line
-    endings)."""
+    endings). A UTF-8 byte order mark is removed from both (`had_bom`): transformers reads a .jinja file with
+    `encoding="utf-8"`, which keeps it, so every rendering would start with U+FEFF, a character no template means
+    to write."""
 
     path: Path
     written: str
+    had_bom: bool = False
 
     @property
     def text(self) -> str:
         return transformers_text(self.written)
 
 
+# The largest template read from a file: published templates are under 100 kB; a device or a runaway file is not one.
+MAX_TEMPLATE_BYTES = 16 << 20
+
+
+def read_input(path: Path, limit: int, what: str, error: type[Exception] = TemplateError) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them, or `error` naming the path: a folder, a
+    device (/dev/zero), a FIFO or a file over the limit is refused before it is read whole."""
+    if path.is_dir():
+        raise error(f"{path}: is a folder, not a {what}", hint=f"give a {what}", path=path)  # type: ignore[call-arg]
+    if path.exists() and not path.is_file():
+        raise error(  # type: ignore[call-arg]
+            f"{path}: is not a regular file (a device, FIFO or socket)", hint=f"give a {what} (a copy of it)", path=path
+        )
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found", hint="check the path", path=path) from None  # type: ignore[call-arg]
+    except OSError as err:
+        raise error(  # type: ignore[call-arg]
+            f"{path}: cannot read it ({err.strerror or err})", hint="check the file's permissions", path=path
+        ) from None
+    if len(data) > limit:
+        raise error(  # type: ignore[call-arg]
+            f"{path}: larger than {limit >> 20} MB, more than a {what} can be", hint=f"give a {what}", path=path
+        )
+    return data
+
+
 def read_template(path: Path) -> TemplateFile:
     """Read a template file as UTF-8, or raise TemplateError. Its `text` is what transformers reads once the file
     is installed as `chat_template.jinja`, whatever its line endings."""
+    data = read_input(path, MAX_TEMPLATE_BYTES, "template file")
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise TemplateError(f"{path}: template file not found", hint="check the path", path=path) from None
-    try:
-        return TemplateFile(path, data.decode("utf-8"))
+        text = data.decode("utf-8")
+        return TemplateFile(path, text.removeprefix(BOM), had_bom=text.startswith(BOM))
     except UnicodeDecodeError as err:
         raise TemplateError(
             f"{path}: the template is not UTF-8 (byte {err.start} is {data[err.start]:#04x})",

@@ -242,6 +242,9 @@ def read_folder(path: str | Path) -> TokenizerFolder:
             path=root,
             parameter="tokenizer",
         )
+    config, special_map = load(TOKENIZER_CONFIG) or {}, load(SPECIAL_TOKENS_MAP)
+    for name, doc in ((TOKENIZER_CONFIG, config), (SPECIAL_TOKENS_MAP, special_map or {})):
+        _check_special_tokens(root / name, doc)
     added, parsed = _read_tokenizer_json(root / TOKENIZER_JSON) if TOKENIZER_JSON in files else (None, None)
     additional = {}
     for rel in files:
@@ -250,8 +253,8 @@ def read_folder(path: str | Path) -> TokenizerFolder:
     return TokenizerFolder(
         path=root,
         files=files,
-        tokenizer_config=load(TOKENIZER_CONFIG) or {},
-        special_tokens_map=load(SPECIAL_TOKENS_MAP),
+        tokenizer_config=config,
+        special_tokens_map=special_map,
         generation_config=load(GENERATION_CONFIG),
         chat_template_file=_read_text(root / CHAT_TEMPLATE_FILE) if CHAT_TEMPLATE_FILE in files else None,
         additional_templates=additional,
@@ -380,6 +383,26 @@ def write_folder(
         if check is not None:
             check(staging.path)
     return staging.replaced_to
+
+
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def _check_special_tokens(path: Path, doc: dict[str, Any]) -> None:
+    """A special token key holds a token's text, an AddedToken's fields ({"content": ...}) or null; transformers
+    fails on anything else (an id, a list) with an error that names neither the file nor the key."""
+    for key in SPECIAL_TOKEN_KEYS:
+        value = doc.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, dict) and isinstance(value.get("content"), str):
+            continue
+        raise TokenizerFolderError(
+            f"{path}: key {key!r} is {json.dumps(value)[:80]}, not a token's text",
+            hint=f'write the token itself, e.g. "{key}": "</s>" (an id belongs in generation_config.json)',
+            path=path,
+            key=key,
+        )
 
 
 def copy_tree_atomic(source: Path, output: Path, *, force: bool, skip: tuple[str, ...] = ()) -> Path | None:

@@ -38,7 +38,7 @@ from ..conversations.normalize import (
 from ..conversations.records import ConversationSource, open_conversations, record_batches
 from ..errors import UsageError, missing_dependency, option
 from ..families.source import choose_template
-from ..outputs import check_output, staged_folder
+from ..outputs import check_output, check_outside, staged_folder
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
 from .left_out import LEFT_OUT_REASONS
 from .packing import PACKED_TYPES, pack, token_counts
@@ -327,7 +327,7 @@ def new_report(
         unit=unit,
         reasoning_field=normalizer.reasoning_field,
         max_skipped=limit,
-        **{**training, "pack": pack},
+        **{**{k: v for k, v in training.items() if k != "allow_unwritten_tokens"}, "pack": pack},
     )
 
 
@@ -357,6 +357,7 @@ def prepare(
     exact: bool = False,
     check_every: int = CHECK_EVERY,
     per_turn: bool = False,
+    allow_unwritten_tokens: bool = False,
 ) -> PrepareReport:
     """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically).
 
@@ -382,6 +383,8 @@ def prepare(
     )
     out = Path(output).absolute()
     check_output(out, force=force)
+    check_outside(out, source, "the source tokenizer")
+    check_outside(out, conversations, "the conversations folder")
     choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
     training: dict[str, Any] = {
         "train_on": train_on,
@@ -389,13 +392,18 @@ def prepare(
         "exact": exact,
         "check_every": check_every,
         "per_turn": per_turn,
+        "allow_unwritten_tokens": allow_unwritten_tokens,
     }
+    cut_by = "--max-length"
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
+        cut_by = "--pack" if max_length is None or pack < max_length else cut_by
         max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     normalizer = template_normalizer(features)
     report = new_report(features, normalizer, (data.name, str(out), data.unit, limit.text), training, pack)
+    report.cut_by = cut_by
     _publish(features, normalizer, data, out, report, limit, (workers, progress, force))
+    report.path = data.label
     return report
 
 

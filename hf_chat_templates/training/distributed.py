@@ -28,7 +28,7 @@ from ..conversations.normalize import Normalizer, RecordTally, SkipLimit, over_l
 from ..conversations.records import open_conversations
 from ..errors import HfChatTemplatesError, UsageError, missing_dependency, option
 from ..families.source import choose_template
-from ..outputs import check_output, staged_folder
+from ..outputs import check_output, check_outside, staged_folder
 from .dataset import (
     MAX_LISTED,
     PrepareReport,
@@ -278,6 +278,7 @@ def prepare_on_ray(
     exact: bool = False,
     check_every: int = CHECK_EVERY,
     per_turn: bool = False,
+    allow_unwritten_tokens: bool = False,
 ) -> PrepareReport:
     """`prepare` on a Ray cluster: the same features, rows in the same order and the same report, for a JSONL or
     Parquet file or a folder of them (`input_files`). `address` joins a cluster ("auto": the one running here;
@@ -296,6 +297,8 @@ def prepare_on_ray(
     settings = {"input_format": input_format, "messages_column": messages_column, "tools_column": tools_column}
     out = Path(output).absolute()
     check_output(out, force=force)
+    check_outside(out, source, "the source tokenizer")
+    check_outside(out, conversations, "the conversations folder")
     choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
     training: dict[str, Any] = {
         "train_on": train_on,
@@ -303,12 +306,16 @@ def prepare_on_ray(
         "exact": exact,
         "check_every": check_every,
         "per_turn": per_turn,
+        "allow_unwritten_tokens": allow_unwritten_tokens,
     }
+    cut_by = "--max-length"
     if pack is not None:
+        cut_by = "--pack" if max_length is None or pack < max_length else cut_by
         max_length = min(max_length or pack, pack)
     features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
     normalizer = template_normalizer(features)
     report = new_report(features, normalizer, (str(conversations), str(out), first.unit, limit.text), training, pack)
+    report.cut_by = cut_by
     with ray_cluster(ray, address, num_cpus) as cpus:
         shards = plan_shards(files, kind, shard_bytes or shard_size(files, cpus))
         with staged_folder(out, force=force) as staging:

@@ -209,6 +209,7 @@ class TrainingFeatures:
         exact: bool = False,
         check_every: int = CHECK_EVERY,
         per_turn: bool = False,
+        allow_unwritten_tokens: bool = False,
     ) -> None:
         if check_every < 1:
             raise UsageError(
@@ -241,6 +242,7 @@ class TrainingFeatures:
         self.allow_control_tokens_in_content = allow_control_tokens_in_content
         self.exact = exact
         self.check_every = check_every
+        self.allow_unwritten_tokens = allow_unwritten_tokens
         self._state: FeatureState | None = None
         self._explained = 0  # records whose left-out turns were explained (`_left_out`)
 
@@ -259,6 +261,7 @@ class TrainingFeatures:
                 self.control_tokens,
                 self.exact,
                 self.check_every,
+                self.allow_unwritten_tokens,
             )
             return_freed_memory()  # what loading parsed and dropped (tokenizer.json as Python objects)
         return self._state

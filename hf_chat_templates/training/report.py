@@ -41,6 +41,7 @@ class PrepareReport:
     control_spellings: int = 0  # records whose content spells a control token
     allow_control_tokens_in_content: bool = False  # such spellings kept as control tokens
     pack: int | None = None  # --pack SEQ_LEN
+    cut_by: str = "--max-length"  # the option whose length rows were cut to: --pack when it is the shorter
     packing: PackStats = field(default_factory=PackStats)
     segments: SegmentStats = field(default_factory=SegmentStats)  # the segment cache's lookups and hits
     segments_off: str = ""  # why the renderings were encoded whole instead of by segments
@@ -76,6 +77,7 @@ class PrepareReport:
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "truncated": self.truncated,
+            "truncated_by": self.cut_by,
             "train_on": self.train_on,
             "assistant_tokens": self.assistant_tokens,
             "control_spellings": self.control_spellings,
@@ -166,7 +168,7 @@ class PrepareReport:
             f"  stop tokens: {' '.join(self.stop_tokens)} ({self.tokens_from})",
             *(f"  note: {n}" for n in self.token_notes),
             f"  {self.tokens:,} tokens, {self.trained_tokens:,} trained "
-            f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to --max-length",
+            f"({self.trained_tokens / max(self.tokens, 1):.1%}); {self.truncated} truncated to {self.cut_by}",
             *self._training_lines(),
             *self._fast_lines(),
             *(f"  normalized: {line}" for line in self.tally.step_lines(self.reasoning_field)),

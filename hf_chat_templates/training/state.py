@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import _compat
 from ..errors import UsageError, option
-from ..families.tokens import template_tokens
+from ..families.tokens import check_declared_tokens, probe_renderings, template_tokens
 from ..template.rendering import named_template
 from ..template.spans import Span, assistant_spans
 from ..template.syntax import has_generation_markers
@@ -94,6 +94,7 @@ def load_state(
     control_tokens: Iterable[str] | None,
     exact: bool = False,
     check_every: int = CHECK_EVERY,
+    allow_unwritten: bool = False,
 ) -> FeatureState:
     """What a process loads once. `exact`: no fast path at all (the reference the fast paths are compared with):
     each record rendered by transformers' own compiled template, spans by rendering differences, and encoded whole
@@ -103,6 +104,13 @@ def load_state(
     files = read_folder(folder) if folder.is_dir() else None
     tokenizer = load_tokenizer(source, files)
     plain, marked, origin = _templates(tokenizer, source, template)
+    check_declared_tokens(
+        stop_tokens,
+        control_tokens,
+        [plain],
+        lambda: probe_renderings(tokenizer, [plain]),
+        allow_unwritten=allow_unwritten,
+    )
     tokens = template_tokens(
         tokenizer,
         plain,

@@ -58,6 +58,7 @@ def _no_template(source: str | Path) -> UsageError:
 class DatasetReport:
     path: str
     records: int = 0
+    rendered: int = 0  # records that rendered: the only ones the checks after `renders` could look at
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     failed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RECORD_CHECK_IDS, 0))
     examples: dict[str, list[tuple[int, str]]] = field(default_factory=lambda: {c: [] for c in RECORD_CHECK_IDS})
@@ -71,7 +72,17 @@ class DatasetReport:
 
     @property
     def ok(self) -> bool:
-        return not self.over_limit and not any(self.failed[c] for c in self.checks if c not in WARNING_ONLY)
+        """No check failed, the skips within --max-skipped, and at least one record checked (an empty data set
+        proves nothing, and prepare refuses it too)."""
+        return (
+            self.records > 0
+            and not self.over_limit
+            and not any(self.failed[c] for c in self.checks if c not in WARNING_ONLY)
+        )
+
+    def checked(self, check_id: str) -> int:
+        """Records `check_id` looked at: every one for `renders`, the rendered ones for the others."""
+        return self.records if check_id == "renders" else self.rendered
 
     def note(self, kind: str, where: int, why: str) -> None:
         """A record left out before it could be checked (it could not be read, or is not a conversation)."""
@@ -81,6 +92,7 @@ class DatasetReport:
 
     def add(self, other: DatasetReport) -> None:
         self.records += other.records
+        self.rendered += other.rendered
         self.bad_lines = sorted(self.bad_lines + other.bad_lines)[:MAX_LISTED]
         self.tally.add(other.tally)
         self.reasoning_field = self.reasoning_field or other.reasoning_field
@@ -98,6 +110,7 @@ class DatasetReport:
         return {
             "path": self.path,
             "records": self.records,
+            "rendered": self.rendered,
             "unit": self.unit,
             "bad_lines": [{"line": n, "reason": r} for n, r in self.bad_lines],
             "bad_line_count": self.bad_line_count,
@@ -108,7 +121,8 @@ class DatasetReport:
             "checks": {
                 c: {
                     "failed": self.failed[c],
-                    "passed": self.records - self.failed[c],
+                    "passed": self.checked(c) - self.failed[c],
+                    "not_checked": self.records - self.checked(c),
                     "examples": [{"line": n, "message": m} for n, m in self.examples[c]],
                 }
                 for c in self.checks
@@ -125,11 +139,17 @@ class DatasetReport:
             lines.append(f"  bad {self.unit} {n}: {reason}")
         for c in self.checks:
             status = "ok" if not self.failed[c] else ("warn" if c in WARNING_ONLY else "FAIL")
-            lines.append(f"  {status:<4} {c:<20} {self.records - self.failed[c]} passed, {self.failed[c]} failed")
+            unchecked = self.records - self.checked(c)
+            lines.append(
+                f"  {status:<4} {c:<20} {self.checked(c) - self.failed[c]} passed, {self.failed[c]} failed"
+                + (f", {unchecked} not checked (did not render)" if unchecked else "")
+            )
             for n, message in self.examples[c]:
                 lines.append(f"       {self.unit} {n}: {message}")
         if self.over_limit:
             lines.append(f"  FAIL {self.over_limit}")
+        if not self.records:
+            lines.append(f"  FAIL no record to check: {self.path} holds no conversation that could be read")
         return "\n".join(lines)
 
 
@@ -196,6 +216,7 @@ class RecordChecker:
             else:
                 report.tally.applied(steps)  # a record left out counts once, as that, not also for a field it lost
                 texts.append((number, record, text))
+        report.rendered = len(texts)
         return report, texts
 
     def _bos_count(self, ids: list[int]) -> int:
@@ -318,6 +339,7 @@ def verify_conversations(
         report.add(part)
         bar(part.records)
     bar(0, close=True)
+    report.path = data.label
     if limit is not None:
         report.over_limit = over_limit(report.tally, report.records + report.bad_line_count, limit)
     return report

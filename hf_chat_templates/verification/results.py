@@ -24,6 +24,13 @@ STOP_TOKEN_HINT = (
 )
 # What a check that needs the stop says when none is known: `stop-token-registered` is the one error about it.
 NO_STOP_TOKEN = "not decided: no stop token is known (stop-token-registered reports it, and how to declare one)"
+UNRENDERED_HINT = "make a plain conversation render (the renders check names the probe and why it fails)"
+
+
+def turn_end_hint(missing: str) -> str:
+    """The fix for `VerifyContext.missing_turn_end()`'s note: a stop to declare, or a template that does not render
+    (declaring a stop would not help that)."""
+    return UNRENDERED_HINT if "does not render" in missing else STOP_TOKEN_HINT
 
 
 @dataclass(frozen=True)

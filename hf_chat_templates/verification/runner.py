@@ -21,9 +21,11 @@ from ..conversations.probes import Probe
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, identify, list_families
 from ..families.source import TemplateChoice, choose_template
+from ..families.tokens import check_declared_tokens
 from ..installation.apply import install
 from ..template.engines import json_worker
 from ..template.engines.registry import engine_names
+from ..template.limits import RenderLimitExceeded
 from ..template.rendering import named_template
 from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
@@ -88,6 +90,17 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
             if result.severity is not None and result.cause is None:
                 result = dataclasses.replace(result, cause=CHECK_CAUSES.get(check_id, "template"))
             results.append(result)
+        except RenderLimitExceeded as err:  # the template's own budget, spent by its renders: the template's doing
+            results.append(
+                CheckResult(
+                    check_id,
+                    "fail",
+                    f"could not run: the template's render budget for this run is spent ({err})",
+                    hint="make the template write less (or loop less) per conversation; a template meant to be this "
+                    "large: raise HF_CHAT_TEMPLATES_RENDER_MAX_CHARS or HF_CHAT_TEMPLATES_RENDER_SECONDS",
+                    cause="template",
+                )
+            )
         except Exception as err:  # a check that crashes is reported as failing, never hidden
             results.append(
                 CheckResult(
@@ -221,6 +234,7 @@ def load_context(
     data_fields: dict[str, int] | None = None,
     prestart_for: Iterable[str] = (),
     gguf: Path | None = None,
+    allow_unwritten_tokens: bool = False,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
     """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
     `data_fields`: records per field of the data to train on, when known (`verify --conversations`).
@@ -256,6 +270,13 @@ def load_context(
         engines=engines,
         data_fields=data_fields,
         gguf=gguf,
+    )
+    check_declared_tokens(
+        stop_tokens,
+        control_tokens,
+        [text, ctx.tool_template],
+        lambda: [r.text for r in ctx.rendered.values() if r.ok and r.text],
+        allow_unwritten=allow_unwritten_tokens,
     )
     return ctx, choice.family, choice.variant, choice.path
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..template.safety import RULES, SafetyFinding
+from ..template.syntax import read_input
 from .checks.safety import safety_result
 from .results import CheckResult, VerificationReport
 
@@ -90,14 +91,15 @@ def _entry(path: Path, i: int, raw: Any) -> BaselineEntry:
     return BaselineEntry(rule, reason.strip(), fingerprint, line, column, template)
 
 
+MAX_BASELINE_BYTES = 64 << 20
+
+
 def read_baseline(path: str | Path) -> tuple[BaselineEntry, ...]:
     """The accepted findings of a baseline file, or UsageError naming the file, the entry and what is wrong."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: baseline file not found", hint="check the path", path=path) from None
-    except (OSError, UnicodeDecodeError) as err:
+        doc = json.loads(read_input(path, MAX_BASELINE_BYTES, "baseline file", UsageError).decode("utf-8"))
+    except UnicodeDecodeError as err:
         raise UsageError(f"{path}: cannot read the baseline ({err})", hint="check the file", path=path) from None
     except json.JSONDecodeError as err:
         raise _bad(path, f"line {err.lineno}, column {err.colno}", f"not JSON ({err.msg})") from None

@@ -28,7 +28,7 @@ from ..gguf.reading import is_gguf
 from ..template.limits import RenderLimits, budget_for, check_output, limited
 from ..template.rendering import describe_exception, normalize_for_template
 from ..template.safety import SafetyFinding, scan_template
-from ..template.syntax import read_template, transformers_text
+from ..template.syntax import read_input, read_template, transformers_text
 from ..tokenizer.folder import SLOW_VOCAB_FILES, TOKENIZER_JSON, read_folder
 from .context import CLOCKS
 from .results import around
@@ -176,10 +176,14 @@ def _config_template(config: dict[str, Any], path: Path) -> str | None:
     return value
 
 
+MAX_CONFIG_BYTES = 256 << 20  # a tokenizer_config.json with a large added_tokens_decoder is tens of MB
+
+
 def _read_config(path: Path) -> dict[str, Any]:
+    raw = read_input(path, MAX_CONFIG_BYTES, "tokenizer_config.json", UsageError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UsageError(f"{path}: cannot read it as JSON ({err})", hint="check the file", path=path) from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: not a JSON object", hint="pass a tokenizer_config.json", path=path)

@@ -17,6 +17,10 @@ from .page import aligned_html, html_page, to_html
 from .terminal import aligned_terminal, to_terminal
 from .tokens import TokenView, context_view, diff_views, ids_view, token_view
 
+# The longest rendering view draws: a token view holds a few hundred bytes per token, so a rendering at the render
+# limit (10,000,000 characters) would need gigabytes, more than the render limit's own 2 GB.
+MAX_VIEW_CHARS = 1_000_000
+
 
 def _other_side(ctx: VerifyContext, fam: Family | None, name: str, probe: Probe, diff_with: str) -> TokenView:
     """The rendering to align with: the official renderer's ids, or another variant of the family."""
@@ -94,6 +98,15 @@ def view_conversation(
         raise UsageError(
             f"{messages_file}: the template does not render this conversation: {rendered.error}",
             hint="hf-chat-templates verify SOURCE shows which inputs the template accepts",
+            path=messages_file,
+            parameter="messages",
+        )
+    if len(rendered.text or "") > MAX_VIEW_CHARS:
+        raise UsageError(
+            f"{messages_file}: the template renders {len(rendered.text or ''):,} characters for this conversation; "
+            f"view shows renderings of up to {MAX_VIEW_CHARS:,} (each token is drawn, and held, on its own)",
+            hint="view a shorter conversation; hf-chat-templates verify checks a template of any size within the "
+            "render limits",
             path=messages_file,
             parameter="messages",
         )

@@ -36,7 +36,9 @@ def test_a_declared_stop_token_replaces_the_inferred_one(capsys: pytest.CaptureF
 
 
 def test_a_declared_control_token_is_checked(capsys: pytest.CaptureFixture[str], folder: Path) -> None:
-    code, doc = _check(capsys, str(folder), "--only", "control-tokens-atomic", "--control-token", "[MARK]")
+    code, doc = _check(
+        capsys, str(folder), "--only", "control-tokens-atomic", "--control-token", "[MARK]", "--allow-unwritten-token"
+    )
     assert code == 1 and "[MARK] is not one token" in doc["checks"][0]["message"]
 
 

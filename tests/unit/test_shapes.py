@@ -226,7 +226,7 @@ def test_spans_move_with_the_text_put_in_place(tmp_path: Path) -> None:
 def test_prepare_says_how_records_were_rendered(tmp_path: Path) -> None:
     import json
 
-    folder = chatml_folder(tmp_path)
+    folder = chatml_folder(tmp_path / "tok")
     records = [
         {"messages": [{"role": "user", "content": f"q{k}"}, {"role": "assistant", "content": f"a{k}"}]}
         for k in range(20)

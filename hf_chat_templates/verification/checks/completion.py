@@ -8,7 +8,7 @@ from typing import Any
 
 from ...conversations.probes import Probe
 from ..context import VerifyContext
-from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+from ..results import NO_STOP_TOKEN, CheckResult, Finding, around, first_difference, turn_end_hint, verdict, visible
 
 
 def _completion_probes(ctx: VerifyContext) -> list[Probe]:
@@ -206,7 +206,7 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
         return CheckResult("completion-matches-content", "skip", NO_STOP_TOKEN)
     if (missing := ctx.missing_turn_end()) is not None:
-        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
+        return CheckResult("completion-matches-content", "fail", missing, "plain", hint=turn_end_hint(missing))
     findings = []
     probes = _completion_probes(ctx)
     for probe in probes:

@@ -435,4 +435,11 @@ def decode_roundtrip_record(rc: RecordContext) -> str | None:
 def injection_record(rc: RecordContext) -> str | None:
     strings = [s for _, s in rc.strings()]
     spelled = [t for t in rc.control_tokens if any(t in s for s in strings)]
-    return f"content spells control token {spelled[0]}" if spelled else None
+    if spelled:
+        return f"content spells control token {spelled[0]}"
+    # a role is written into the turn's header as it is: one that spells a control token forges the structure
+    for i, m in enumerate(rc.record["messages"]):
+        role = m.get("role")
+        if isinstance(role, str) and (token := next((t for t in rc.control_tokens if t in role), None)):
+            return f"message {i}: the role {role!r} spells control token {token}"
+    return None

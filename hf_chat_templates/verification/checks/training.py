@@ -11,7 +11,7 @@ from ...template.spans import Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
 from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
-from ..results import NO_STOP_TOKEN, STOP_TOKEN_HINT, CheckResult, Finding, verdict
+from ..results import NO_STOP_TOKEN, CheckResult, Finding, turn_end_hint, verdict
 
 
 def training_template_of(ctx: VerifyContext) -> tuple[str, str]:
@@ -198,7 +198,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
     if not ctx.stop_tokens:
         return CheckResult("assistant-mask", "skip", NO_STOP_TOKEN)
     if (missing := ctx.missing_turn_end()) is not None:
-        return CheckResult("assistant-mask", "fail", missing, "plain", hint=STOP_TOKEN_HINT)
+        return CheckResult("assistant-mask", "fail", missing, "plain", hint=turn_end_hint(missing))
     template, origin = training_template_of(ctx)
     tool_training = (
         derive_training_template(ctx.tool_template, ctx.stop_tokens, ctx.control_tokens)
