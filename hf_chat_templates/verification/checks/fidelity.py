@@ -18,6 +18,7 @@ from typing import Any
 from ...conversations.probes import Probe
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict
+from .nulls import null_literals
 
 _PREFIX = "values-"
 _STRUCTURE = re.compile(r"""["']type["']\s*:\s*["']text["']""")
@@ -315,6 +316,7 @@ def values_faithful(ctx: VerifyContext) -> CheckResult:
             findings += view.call_ids()
     plain = [p for p in rendered if _plain_data(p) and (calls or not any(_calls(p)))]
     findings += _literal_newlines(ctx, plain)
+    findings += null_literals(ctx)
     return verdict(
         "values-faithful",
         findings,
