@@ -172,6 +172,20 @@ def test_a_bos_per_message_plus_the_post_processors_is_still_named(tmp_path: Pat
     assert result.status == "warn" and "at token positions [0, 1" in result.message
 
 
+def test_records_rendered_with_a_bos_per_message_have_no_double_bos(tmp_path: Path) -> None:
+    from hf_chat_templates.verification.dataset import verify_conversations
+
+    folder = chatml_folder(tmp_path / "tok", add_bos=False)
+    record = {"messages": [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]}
+    data = helpers.write_jsonl(tmp_path / "c.jsonl", [json.dumps(record)])
+    per_message = tmp_path / "per-message.jinja"
+    per_message.write_text(BOS_PER_MESSAGE)
+    assert verify_conversations(folder, data, template=per_message).failed["no-double-bos"] == 0
+    twice = tmp_path / "twice.jinja"
+    twice.write_text("{{ bos_token }}" + BOS_PER_MESSAGE)
+    assert verify_conversations(folder, data, template=twice).failed["no-double-bos"] == 1
+
+
 # Bielik's and MiniMax-M2's way: the first system message is read, the loop renders user and assistant only.
 FIRST_SYSTEM_ONLY = (
     "{%- if messages[0].role == 'system' -%}{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' -}}"
