@@ -49,6 +49,10 @@ class Probe:
     # A shape serving stacks send as it is (`tool_calls: []`): a template that refuses it breaks requests, so its
     # refusal is an error, not a limit the template states.
     must_render: bool = False
+    # A probe that asks only whether the template reads what it carries (`nothing-dropped`): where the template puts
+    # it is its own design (DeepSeek moves every system message to the top, rewriting the history before it), so
+    # the checks of how turns are trained and served (prefix-stable, assistant-mask) leave it out.
+    reads_only: bool = False
 
     def message_list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list(self.messages))
@@ -222,7 +226,7 @@ def _chat_probes(probes: list[Probe], fmt: str) -> None:
     b.add("system", "From now on answer in French {}.", kind="system", capability="system")
     b.add("user", "Name another {}.")
     b.add("assistant", "Rouge {}.")
-    _done(probes, b, "a second system message later in the conversation", requires=("system",))
+    _done(probes, b, "a second system message later in the conversation", requires=("system",), reads_only=True)
 
     b = _Builder("generation-prompt", fmt)
     b.add("user", "Tell me a joke {}.")

@@ -214,6 +214,24 @@ def test_a_later_system_message_rendered_or_refused_drops_nothing(good: Path) ->
     assert not [f for f in check(ctx, "nothing-dropped").findings if f.probe == "system-later"]
 
 
+# DeepSeek's way: every system message is gathered at the top, so a later one rewrites what came before it.
+HOISTED_SYSTEM = (
+    "{%- set ns = namespace(system='') -%}{%- for m in messages if m.role == 'system' -%}"
+    "{%- set ns.system = ns.system + m.content -%}{%- endfor -%}"
+    "{%- if ns.system -%}{{- '<|im_start|>system\\n' + ns.system + '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- for m in messages if m.role != 'system' -%}"
+    "{{- '<|im_start|>' + m.role + '\\n' + (m.content if m.content is string else '') + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_a_later_system_message_moved_to_the_top_is_read_and_its_place_not_judged(good: Path) -> None:
+    ctx = context(good, HOISTED_SYSTEM)
+    assert "qz4system" in (ctx.rendered["system-later"].text or "")
+    for check_id in ("nothing-dropped", "prefix-stable", "assistant-mask"):
+        assert not [f for f in check(ctx, check_id).findings if f.probe == "system-later"], check_id
+
+
 # Kimi K2 Thinking's way: `message.get('reasoning_content', '')` is None when the key is there with None.
 REASONING_GET = GOOD.replace(
     "{%- if m.content is string -%}",

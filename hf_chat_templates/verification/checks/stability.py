@@ -156,7 +156,7 @@ def prefix_stable(ctx: VerifyContext) -> CheckResult:
     checked = 0
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     for probe in ctx.probes:
-        if probe.continue_final_message or not probe.generation_points or not ctx.applicable(probe):
+        if probe.continue_final_message or probe.reads_only or not probe.generation_points or not ctx.applicable(probe):
             continue
         full = _training_text(ctx, probe)
         if full is None:

@@ -232,7 +232,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
     checked = 0
     for probe in ctx.probes:
         plain = ctx.rendered[probe.id]
-        if probe.continue_final_message or not plain.ok or not ctx.applicable(probe):
+        if probe.continue_final_message or probe.reads_only or not plain.ok or not ctx.applicable(probe):
             continue
         if not any(m.get("role") == "assistant" for m in probe.messages):
             continue
