@@ -49,6 +49,10 @@ class Probe:
     # A shape serving stacks send as it is (`tool_calls: []`): a template that refuses it breaks requests, so its
     # refusal is an error, not a limit the template states.
     must_render: bool = False
+    # A probe that asks only whether the template reads what it carries (`nothing-dropped`): where the template puts
+    # it is its own design (DeepSeek moves every system message to the top, rewriting the history before it), so
+    # the checks of how turns are trained and served (prefix-stable, assistant-mask) leave it out.
+    reads_only: bool = False
 
     def message_list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list(self.messages))
@@ -215,6 +219,15 @@ def _chat_probes(probes: list[Probe], fmt: str) -> None:
         b.add("assistant", "Answer {}.")
     _done(probes, b, "three user/assistant exchanges")
 
+    b = _Builder("system-later", fmt)
+    b.add("system", "You are a terse assistant {}.", kind="system", capability="system")
+    b.add("user", "Name a colour {}.")
+    b.add("assistant", "Blue {}.")
+    b.add("system", "From now on answer in French {}.", kind="system", capability="system")
+    b.add("user", "Name another {}.")
+    b.add("assistant", "Rouge {}.")
+    _done(probes, b, "a second system message later in the conversation", requires=("system",), reads_only=True)
+
     b = _Builder("generation-prompt", fmt)
     b.add("user", "Tell me a joke {}.")
     _done(probes, b, "a prompt for generation", add_generation_prompt=True)
@@ -285,6 +298,13 @@ def _content_probes(probes: list[Probe], fmt: str) -> None:
     b.note(thought, "reasoning", index, "reasoning")
     b.note(answer, "content", index, None)
     _done(probes, b, "an answer with reasoning_content", requires=("reasoning",))
+
+    # OpenAI-style records carry `reasoning_content: null` on turns without reasoning. transformers drops the key;
+    # a stack that passes messages as given hands the template None, which Jinja prints as `None`.
+    b = _Builder("reasoning-null", fmt)
+    b.add("user", "What is 3+3 {}?")
+    b.add("assistant", "Six {}.", reasoning_content=None)
+    _done(probes, b, "an answer with reasoning_content null")
 
     b = _Builder("unicode", fmt)
     b.add("user", "Привет, мир {}! 你好，世界。🦙🔥👩‍👩‍👧")

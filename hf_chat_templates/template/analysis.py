@@ -32,14 +32,29 @@ def control_tokens_in(
     tokens = list(declared)
     contents = [c for c in content if c]
     literal = template_literals(template)
+    renderings = list(renderings)
+    # A sentinel the template compares values against and no rendering shows (functionary's `<|NONE|>`) is no token.
+    sentinels = {c for c in compared_literals(template) if not any(c in r for r in renderings)}
     for text in (literal, *renderings):
         for match in CONTROL_TOKEN_SHAPES.findall(text):
-            if match not in tokens and not any(match in c for c in contents):
+            if match not in tokens and match not in sentinels and not any(match in c for c in contents):
                 tokens.append(match)
     for text, token in added_tokens.items():
         if token.special and text in literal and not text.isspace() and text not in tokens:
             tokens.append(text)
     return tuple(tokens)
+
+
+def compared_literals(template: str) -> set[str]:
+    """The string constants the template compares with (`x != "<|NONE|>"`, `"<tool_call>" in content`): values
+    it tests for, which it writes only if a rendering shows them."""
+    ast = parse_environment().parse(template)
+    found: set[str] = set()
+    for node in ast.find_all(jinja2.nodes.Compare):
+        for operand in (node.expr, *(op.expr for op in node.ops)):
+            if isinstance(operand, jinja2.nodes.Const) and isinstance(operand.value, str):
+                found.add(operand.value)
+    return found
 
 
 # What may be one token whatever its shape: a bracketed run without whitespace, `<…>` or `[…]` (`<｜User｜>`,

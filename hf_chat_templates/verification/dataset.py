@@ -39,7 +39,7 @@ from ..template.rendering import named_template
 from ..tokenizer.folder import load_tokenizer, read_folder
 from ..tokenizer.lossless import lossless_unless
 from .checks import RECORD_CHECK_IDS, RECORD_CHECKS, WARNING_ONLY
-from .checks.tokens import bos_positions
+from .checks.tokens import bos_positions, doubled
 from .context import RecordContext
 
 MAX_EXAMPLES = 5
@@ -219,14 +219,16 @@ class RecordChecker:
         report.rendered = len(texts)
         return report, texts
 
-    def _bos_count(self, ids: list[int]) -> int:
+    def _bos_count(self, ids: list[int], text: str) -> int:
         """BOS in the rendering's own ids (add_special_tokens=False, as apply_chat_template(tokenize=True) gives
         them): what the model is trained on. The post-processor's BOS for tokenizer(text) is not counted: that is a
-        calling convention, the same for every record, which the template check `no-double-bos` warns about."""
+        calling convention, the same for every record, which the template check `no-double-bos` warns about. A BOS
+        the template writes to open every message is its format: counted once unless one is doubled."""
         if self.bos_id is None:
             return 0
         bos_is_eos = self.bos_id == self.tokenizer.eos_token_id
-        return len(bos_positions(ids, self.bos_id, bos_is_eos=bos_is_eos))
+        positions = bos_positions(ids, self.bos_id, bos_is_eos=bos_is_eos)
+        return len(positions) if doubled(positions, text, self.tokenizer.bos_token) else min(len(positions), 1)
 
     def _decoded(self, texts: list[str], ids: list[list[int]]) -> list[str]:
         """Decode only what is not proven lossless by construction (see lossless_unless)."""
@@ -250,7 +252,7 @@ class RecordChecker:
         ids = [e.ids for e in encode([t for _, _, t in texts], add_special_tokens=False)]
         decoded = self._decoded([t for _, _, t in texts], ids)
         for (number, record, text), record_ids, back in zip(texts, ids, decoded):
-            bos = self._bos_count(record_ids)
+            bos = self._bos_count(record_ids, text)
             rc = RecordContext(record, text, record_ids, back, bos, self.controls)
             for check_id, check in self.record_checks:
                 try:

@@ -21,6 +21,7 @@ from ..call_syntax import Reading, Unreadable
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict
 from .call_values import CALL_HINT, CallRead, official_writes_the_same, read_calls, unescaped_quotes
+from .nulls import null_literals
 
 _PREFIX = "values-"
 _STRUCTURE = re.compile(r"""["']type["']\s*:\s*["']text["']""")
@@ -382,6 +383,7 @@ def values_faithful(ctx: VerifyContext) -> CheckResult:
             findings += view.call_ids()
     plain = [p for p in rendered if _plain_data(p) and (calls or not any(_calls(p)))]
     findings += _literal_newlines(ctx, plain)
+    findings += null_literals(ctx)
     return verdict(
         "values-faithful",
         findings,

@@ -144,14 +144,7 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
     findings = []
     eos_ids = _ids(gen.get("eos_token_id"))
     if tok.eos_token_id is not None and tok.eos_token_id not in eos_ids:
-        findings.append(
-            Finding(
-                None,
-                f"{ctx.generation_key('eos_token_id')} {eos_ids} lacks the tokenizer's eos_token "
-                f"{tok.eos_token} (id {tok.eos_token_id})",
-                {"key": "eos_token_id"},
-            )
-        )
+        findings.append(_eos_finding(ctx, eos_ids))
     for key, attr in (("bos_token_id", "bos_token_id"), ("pad_token_id", "pad_token_id")):
         value = gen.get(key)
         ours = getattr(tok, attr)
@@ -182,6 +175,29 @@ def generation_config_consistent(ctx: VerifyContext) -> CheckResult:
         findings,
         f"{where} with the tokenizer",
         f"{ctx.install_command()} merges the eos and stop ids into {ctx.generation_key('eos_token_id')}",
+    )
+
+
+def _eos_finding(ctx: VerifyContext, eos_ids: list[int]) -> Finding:
+    """The tokenizer's eos is not a generation stop: an error, unless generation stops on the template's turn end
+    (Kimi K2 stops on `<|im_end|>` and never on its `[EOS]`), where it is for the record."""
+    tok = ctx.tokenizer
+    key = ctx.generation_key("eos_token_id")
+    turn_ends = [t for t in ctx.stop_tokens if ctx.token_id(t) in eos_ids] if ctx.tokens.turn_end else []
+    if turn_ends:
+        return Finding(
+            None,
+            f"{key} {eos_ids} lacks the tokenizer's eos_token {tok.eos_token} (id {tok.eos_token_id}); generation "
+            f"stops on the template's turn end {' '.join(turn_ends)}, so the eos_token ends no turn the template "
+            f"writes",
+            {"key": "eos_token_id"},
+            severity="info",
+            hint=f"add {tok.eos_token_id} to {key} if the model also ends text with {tok.eos_token}",
+        )
+    return Finding(
+        None,
+        f"{key} {eos_ids} lacks the tokenizer's eos_token {tok.eos_token} (id {tok.eos_token_id})",
+        {"key": "eos_token_id"},
     )
 
 

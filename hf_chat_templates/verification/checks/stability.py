@@ -109,9 +109,11 @@ def _finding(ctx: VerifyContext, probe: Probe, k: int, request: str, full: str) 
     )
 
 
-def _leading_whitespace(message: dict[str, Any]) -> str:
+def data_whitespace_at(message: dict[str, Any], text: str, pos: int) -> bool:
+    """Whether `text` shows the message's content from `pos` on, and the content starts with whitespace: what
+    merges there with the token before is the data's own text, not the template's."""
     content = message.get("content")
-    return content[: len(content) - len(content.lstrip())] if isinstance(content, str) else ""
+    return isinstance(content, str) and content[:1].isspace() and text.startswith(content, pos)
 
 
 def _merge_finding(
@@ -123,9 +125,10 @@ def _merge_finding(
     detail: dict[str, Any],
     consequence: str,
     last: bool,
-) -> Finding:
-    """The request is a text prefix of the training rendering, but its last token merges with what follows: the
-    answer's own leading whitespace (the data's to strip), or text the template writes after the prompt."""
+) -> Finding | None:
+    """The request is a text prefix of the training rendering, but its last token merges with what follows: text
+    the template writes after the prompt. When what follows is the answer's own leading whitespace, the data
+    merges, not the template: `assistant-mask` notes it once, for the record."""
     request_ids, full_ids = ids
     token, pos = detail["token_position"], detail["char_position"]
     turn = f"message {k} ({probe.messages[k]['role']})"
@@ -134,18 +137,8 @@ def _merge_finding(
         f"token {token} {ctx.pieces(request_ids[token : token + 2])} becomes "
         f"{ctx.pieces(full_ids[token : token + 2])} ({around(full, pos, ctx.control_tokens)})"
     )
-    lead = _leading_whitespace(probe.messages[k])
-    if lead and full.startswith(lead, pos):
-        return Finding(
-            probe.id,
-            f"probe {probe.id}: the request before {turn} is a prefix of the training rendering as text but not as "
-            f"tokens: {merged}: the answer starts with whitespace, which the tokenizer joins to the prompt's last "
-            f"token",
-            detail,
-            severity="warning",
-            cause="input normalization",
-            hint="strip leading whitespace from assistant content before training",
-        )
+    if data_whitespace_at(probe.messages[k], full, pos):
+        return None
     return Finding(
         probe.id,
         f"probe {probe.id}: the request before {turn} is a prefix of the training rendering as text but not as "
@@ -163,7 +156,7 @@ def prefix_stable(ctx: VerifyContext) -> CheckResult:
     checked = 0
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     for probe in ctx.probes:
-        if probe.continue_final_message or not probe.generation_points or not ctx.applicable(probe):
+        if probe.continue_final_message or probe.reads_only or not probe.generation_points or not ctx.applicable(probe):
             continue
         full = _training_text(ctx, probe)
         if full is None:

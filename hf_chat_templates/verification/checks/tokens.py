@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator
 
 from ...conversations.probes import Probe, injection_probe
+from ...template.syntax import template_literals
 from ...tokenizer.folder import GENERATION_CONFIG
 from ..context import RecordContext, VerifyContext
 from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
@@ -18,58 +20,82 @@ def _rendered_probes(ctx: VerifyContext) -> Iterator[tuple[Probe, str]]:
             yield probe, r.text or ""
 
 
+def _asserted(ctx: VerifyContext) -> set[str]:
+    """The tokens the caller or a bundled family declares, and the stops: each must be one registered id."""
+    family = ctx.tokens.control_tokens if ctx.tokens.origin.startswith("the bundled family") else ()
+    return {*ctx.declared_controls, *(ctx.declared_stops or ()), *family, *ctx.stop_tokens}
+
+
+def _text_by_design(ctx: VerifyContext, token: str, asserted: set[str]) -> bool:
+    """An inferred token the tokenizer has no added token for, in a shape that is also plain text (`[INST]`,
+    `<tool_call>`, `</parameter>`): models such as Mixtral are trained with it in pieces. `<|…|>` and `<｜…｜>`
+    (or half-piped, `<|turn>`) are written only as tokens."""
+    return token not in asserted and token not in ctx.added_tokens and not _PIPE_TOKEN.fullmatch(token)
+
+
+# `<|im_end|>`, `<｜User｜>`, and Gemma 4's half-piped `<|turn>` and `<turn|>`: shapes no text takes.
+_PIPE_TOKEN = re.compile(r"<[|｜].*>|<.*[|｜]>", re.DOTALL)
+TEXT_TOKEN_NOTE = (
+    "written as text by this tokenizer; if the model was trained with it as one token, declare it with "
+    "--control-token {token}"
+)
+
+
+def _atomic_finding(ctx: VerifyContext, token: str, ids: list[int], where: tuple[str | None, int]) -> Finding | None:
+    """Why `token` is not one registered id that keeps the text around it, or None."""
+    added = ctx.added_tokens.get(token)
+    place = f" (written in probe {where[0]} at char {where[1]})" if where[0] else " (in the template's literals)"
+    detail = {"token": token, "ids": ids, "pieces": ctx.pieces(ids), "probe_char": where[1]}
+    if len(ids) != 1:
+        text = f"{token} is not one token: it encodes to {len(ids)} ids {ids} {ctx.pieces(ids)}{place}"
+    elif added is None:
+        text = (
+            f"{token} is one id ({ids[0]}) but not a registered token{place}: a vocabulary piece, which "
+            "pre-tokenization splits in some contexts"
+        )
+    elif not added.special and token in ctx.stop_tokens:
+        text = (
+            f"{token} is one id ({ids[0]}) but not a registered special token{place}: a stop token that "
+            "skip_special_tokens keeps in the output, and that engines reading token types do not stop on"
+        )
+    elif added.normalized or added.lstrip or added.rstrip:
+        text = (
+            f"{token} (id {ids[0]}) is registered with normalized={added.normalized}, lstrip={added.lstrip}, "
+            f"rstrip={added.rstrip}: it eats or changes the text around it{place}"
+        )
+    else:
+        return None
+    return Finding(where[0], text, detail)
+
+
 def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
     findings = []
     texts = {p.id: t for p, t in _rendered_probes(ctx)}
     markup = ctx.markup_tokens
+    asserted = _asserted(ctx)
+    literals = template_literals(ctx.template) + "\n" + template_literals(ctx.tool_template or "")
+    controls = []
     for token in (*ctx.control_tokens, *markup):
-        ids = ctx.tokenizer.encode(token, add_special_tokens=False)
-        added = ctx.added_tokens.get(token)
         where = next(((pid, text.find(token)) for pid, text in texts.items() if token in text), (None, -1))
-        place = f" (written in probe {where[0]} at char {where[1]})" if where[0] else " (in the template's literals)"
-        detail = {"token": token, "ids": ids, "pieces": ctx.pieces(ids), "probe_char": where[1]}
-        if len(ids) != 1:
-            findings.append(
-                Finding(
-                    where[0],
-                    f"{token} is not one token: it encodes to {len(ids)} ids {ids} {ctx.pieces(ids)}{place}",
-                    detail,
-                )
-            )
-        elif added is None:
-            findings.append(
-                Finding(
-                    where[0],
-                    f"{token} is one id ({ids[0]}) but not a registered token{place}: a vocabulary piece, which "
-                    "pre-tokenization splits in some contexts",
-                    detail,
-                )
-            )
-        elif not added.special and token in ctx.stop_tokens:
-            findings.append(
-                Finding(
-                    where[0],
-                    f"{token} is one id ({ids[0]}) but not a registered special token{place}: a stop token that "
-                    "skip_special_tokens keeps in the output, and that engines reading token types do not stop on",
-                    detail,
-                )
-            )
-        elif added.normalized or added.lstrip or added.rstrip:
-            findings.append(
-                Finding(
-                    where[0],
-                    f"{token} (id {ids[0]}) is registered with normalized="
-                    f"{added.normalized}, lstrip={added.lstrip}, rstrip={added.rstrip}: it "
-                    f"eats or changes the text around it{place}",
-                    detail,
-                )
-            )
+        if where[0] is None and token not in literals and token not in asserted:
+            continue  # assembled for input the template does not support (phi-3's `<|tool|>`): no probe shows it
+        if token not in markup:
+            controls.append(token)
+        ids = ctx.tokenizer.encode(token, add_special_tokens=False)
+        finding = _atomic_finding(ctx, token, ids, where)
+        if finding is not None and _text_by_design(ctx, token, asserted):
+            finding.text += ": " + TEXT_TOKEN_NOTE.format(token=token)
+            finding.severity = "info"
+            finding.hint = f"if the model was trained with {token} as one token: --control-token {token}"
+        if finding is not None:
+            findings.append(finding)
     # Markup (tool-call and reasoning tags) is text in some models by design: left in pieces, it is a warning.
-    status = "warn" if findings and all(f.detail.get("token") in markup for f in findings) else "fail"
+    graded = [f for f in findings if f.severity is None]
+    status = "warn" if all(f.detail.get("token") in markup for f in graded) else "fail"
     return verdict(
         "control-tokens-atomic",
         findings,
-        f"{len(ctx.control_tokens)} control tokens, each one registered id: {' '.join(ctx.control_tokens)}"
+        f"{len(controls)} control tokens, each one registered id: {' '.join(controls)}"
         + (f"; markup {' '.join(markup)} too" if markup else ""),
         "register each control token as one special added token (normalized, lstrip and rstrip false): "
         f"{ctx.install_command()} does it (--control-token TOKEN declares one it misses)",
@@ -147,7 +173,7 @@ def _tokenize_true_finding(
     probe: Probe, text: str, positions: list[int], bos: str, bos_id: int, bos_is_eos: bool
 ) -> Finding:
     """Two BOS in the ids a model is trained on and served: an error, the template's when it writes them."""
-    twice = text.startswith(bos * 2) if bos_is_eos else text.count(bos) > 1
+    twice = text.startswith(bos * 2) if bos_is_eos else len(positions) <= text.count(bos)
     where = "the template writes it more than once" if twice else "apply_chat_template adds one the template writes"
     return Finding(
         probe.id,
@@ -161,6 +187,13 @@ def _tokenize_true_finding(
     )
 
 
+def doubled(positions: list[int], text: str, bos: str) -> bool:
+    """Whether BOS stands twice at the start (token positions 0 and 1), or once more than the rendering writes it
+    (the tokenizer adds one to the template's). A BOS the template writes to open every message (Seed-OSS's
+    `<seed:bos>user`) is its format, not a doubled BOS."""
+    return positions[:2] == [0, 1] or len(positions) > text.count(bos)
+
+
 def no_double_bos(ctx: VerifyContext) -> CheckResult:
     bos = ctx.tokenizer.bos_token
     if bos is None:
@@ -171,12 +204,12 @@ def no_double_bos(ctx: VerifyContext) -> CheckResult:
     for probe, text in _rendered_probes(ctx):
         # The ids a model is trained on and served: two BOS there is an error, whoever tokenizes them.
         positions = bos_positions(ctx.probe_token_ids(probe), bos_id, bos_is_eos=bos_is_eos)
-        if len(positions) > 1:
+        if len(positions) > 1 and doubled(positions, text, bos):
             findings.append(_tokenize_true_finding(probe, text, positions, bos, bos_id, bos_is_eos))
             break  # one probe shows it; every probe would repeat it
         if not findings:  # the defaults' double BOS is the tokenizer's, the same on every probe: named once
             defaults = bos_positions(list(ctx.tokenizer(text)["input_ids"]), bos_id, bos_is_eos=bos_is_eos)
-            if len(defaults) > 1:
+            if len(defaults) > 1 and doubled(defaults, text, bos):
                 findings.append(_defaults_finding(ctx, probe, text, defaults, bos, bos_id))
     return verdict(
         "no-double-bos",

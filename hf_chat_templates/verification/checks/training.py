@@ -11,7 +11,8 @@ from ...template.spans import Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
 from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
-from ..results import NO_STOP_TOKEN, CheckResult, Finding, turn_end_hint, verdict
+from ..results import NO_STOP_TOKEN, CheckResult, Finding, turn_end_hint, verdict, visible
+from .stability import data_whitespace_at
 
 
 def training_template_of(ctx: VerifyContext) -> tuple[str, str]:
@@ -54,20 +55,7 @@ def _span_findings(
             continue
         covered = [t for t, (a, b) in enumerate(offsets) if b > span.start and a < span.end]
         if covered and offsets[covered[0]][0] < span.start:
-            # The content's own leading whitespace merged with the header's last token: the spans are right,
-            # the data is not (at inference the prompt ends with the header's token).
-            t = covered[0]
-            untrained.append(
-                Finding(
-                    probe.id,
-                    f"probe {probe.id}: token {t} {ctx.pieces(ids[t : t + 1])} starts "
-                    f"in the prompt and ends in the generated part of message "
-                    f"{span.message}: the content's leading whitespace merges with "
-                    f"the role header, a tokenization the model never sees at "
-                    f"inference; strip leading whitespace from assistant content",
-                    {"message_index": span.message, "token_position": t},
-                )
-            )
+            untrained.append(_straddling(ctx, probe, span, covered[0], ids, offsets))
         if not covered or ids[covered[-1]] != ctx.token_id(span.closing):
             t = covered[-1] if covered else 0
             findings.append(
@@ -79,6 +67,40 @@ def _span_findings(
                     {"message_index": span.message, "token_position": t},
                 )
             )
+
+
+def _straddling(
+    ctx: VerifyContext, probe: Probe, span: Span, t: int, ids: list[int], offsets: list[tuple[int, int]]
+) -> Finding:
+    """Token t starts in the prompt and ends in the generated part. When the characters it takes from the
+    generated part are the answer's own leading whitespace, the data merges with the role header's last token
+    (at inference the prompt ends with that token): for the record, the one place verify says so. When they are
+    text the template writes, the template makes a boundary the model never sees at inference."""
+    piece = ctx.pieces(ids[t : t + 1])
+    detail = {"message_index": span.message, "token_position": t, "char_position": span.start}
+    text = ctx.rendered[probe.id].text or ""
+    taken = text[span.start : offsets[t][1]]
+    if taken.isspace() and data_whitespace_at(probe.messages[span.message], text, span.start):
+        return Finding(
+            probe.id,
+            f"probe {probe.id}: message {span.message}'s content starts with whitespace ({visible(taken)}), which "
+            f"shares token {t} {piece} with the role header's last character: the mask boundary falls inside a "
+            f"token, so the request at inference (ending with the header's own token) is tokenized otherwise; "
+            f"this is the data, not the template",
+            detail,
+            severity="info",
+            cause="input normalization",
+            hint="strip leading whitespace from assistant content before training, if the model should not learn it",
+        )
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: token {t} {piece} starts in the prompt and ends in the generated part of message "
+        f"{span.message}: the template writes {visible(taken)!r} after the role header, and it merges with the "
+        f"header's last token, a tokenization the model never sees at inference",
+        detail,
+        cause="template",
+        hint="end the role header with a token the template's next text cannot merge with",
+    )
 
 
 def _mask_finding(
@@ -212,7 +234,7 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
     checked = 0
     for probe in ctx.probes:
         plain = ctx.rendered[probe.id]
-        if probe.continue_final_message or not plain.ok or not ctx.applicable(probe):
+        if probe.continue_final_message or probe.reads_only or not plain.ok or not ctx.applicable(probe):
             continue
         if not any(m.get("role") == "assistant" for m in probe.messages):
             continue
