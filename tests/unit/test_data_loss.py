@@ -104,11 +104,16 @@ def test_tool_calls_dropped_by_a_template_that_shows_tools_fail(good: Path) -> N
     )
 
 
-def test_data_a_template_never_reads_is_a_warning_and_an_error_when_trained_on(good: Path) -> None:
+def test_data_a_template_never_reads_nor_names_is_its_limit_a_warning_with_such_data_an_error_when_trained_on(
+    good: Path,
+) -> None:
     result = check(context(good), "nothing-dropped")
-    assert result.status == "warn" and result.severity == "warning"
+    assert result.status == "info" and result.severity == "info"
     assert "reasoning (reasoning_content) is never rendered: reasoning data trains nothing" in result.message
+    assert "the template has no reasoning support" in result.message
     assert "(with --training: a failure)" in result.message
+    with_data = check(context(good, data_fields={"reasoning": 4}), "nothing-dropped")
+    assert with_data.status == "warn" and "the data has it: it is lost" in with_data.message
     trained = check(context(good, training=True), "nothing-dropped")
     assert trained.status == "fail" and "with --training" not in trained.message
 
@@ -167,8 +172,8 @@ def test_trimmed_content_is_not_what_the_data_says(good: Path) -> None:
 
 def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path) -> None:
     code, out, _ = run(capsys, "verify", str(good))
-    assert code == 0 and "warn nothing-dropped" in out and "info injection" in out
-    assert "fix (template): " in out
+    assert code == 0 and "warn engine-parity" in out and "info nothing-dropped" in out and "info injection" in out
+    assert "fix (" in out
     code, _, _ = run(capsys, "verify", str(good), "--fail-on", "warning")
     assert code == 1
     code, _, _ = run(capsys, "verify", str(good), "--training")

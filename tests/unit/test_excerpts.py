@@ -100,6 +100,6 @@ def test_a_check_quotes_whole_control_tokens(good: Path) -> None:
         "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
     )
     result = check(context(good, template), "deterministic")
-    assert result.status == "fail"
+    assert result.status == "warn"  # today's date, which no kwarg pins
     assert "<|im_start|>user\\nToday:" in result.message
     assert "…im_start" not in result.message and "…_start" not in result.message and "…|>" not in result.message

@@ -23,8 +23,8 @@ def test_baseline_passes_every_check(good: Path) -> None:
     failing = {k: r.message for k, r in results.items() if r.status == "fail"}
     assert failing == {}
     assert results["injection"].status == "info"  # spelled control tokens become tokens unless sanitized
-    # The baseline renders no reasoning: the data's reasoning is lost, a warning (an error with training=True)
-    assert results["nothing-dropped"].status == "warn"
+    # The baseline neither renders nor names reasoning: a limit of its format, info (an error with training=True)
+    assert results["nothing-dropped"].status == "info"
     assert "reasoning (reasoning_content) is never rendered" in results["nothing-dropped"].message
     assert ctx.stop_tokens == ("<|im_end|>",)
     assert ctx.capabilities["parallel_calls"] == "yes" and ctx.capabilities["reasoning"] == "no"
@@ -276,8 +276,15 @@ def test_deterministic_fails_on_the_clock_and_names_the_kwarg(good: Path) -> Non
 def test_deterministic_fails_on_a_clock_no_kwarg_pins(good: Path) -> None:
     clocked = "{{- 'Now: ' + strftime_now('%H:%M:%S') + '\\n' -}}" + GOOD
     result = check(context(good, clocked), "deterministic")
-    assert result.status == "fail" and "no kwarg pins it" in result.message
-    assert result.detail["pinned_by"] is None
+    assert result.status == "fail" and "no kwarg pins it" in result.message and "time of day" in result.message
+    assert result.detail["pinned_by"] is None and result.detail["time_of_day"] is True
+
+
+def test_deterministic_warns_on_todays_date_no_kwarg_pins(good: Path) -> None:
+    dated = "{{- 'Today: ' + strftime_now('%Y-%m-%d') + '\\n' -}}" + GOOD
+    result = check(context(good, dated), "deterministic")
+    assert result.status == "warn" and "no kwarg pins it" in result.message and "time of day" not in result.message
+    assert result.detail["time_of_day"] is False
 
 
 def test_engine_parity_fails_on_a_filter_minijinja_lacks(good: Path) -> None:

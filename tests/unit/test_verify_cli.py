@@ -25,8 +25,8 @@ def test_verify_passing_folder_exits_0_with_json(capsys: pytest.CaptureFixture[s
     atomic = next(c for c in doc["checks"] if c["id"] == "control-tokens-atomic")
     assert atomic["status"] == "info" and "--control-token <tool_call>" in atomic["message"]
     warned = {c["id"] for c in doc["checks"] if c["status"] == "warn"}
-    # reasoning never rendered; an engine that does not serve image parts to a text-only model
-    assert warned == {"nothing-dropped", "engine-parity"}
+    # an engine that does not serve image parts to a text-only model (reasoning never rendered nor named: info)
+    assert warned == {"engine-parity"}
 
 
 def test_verify_failing_template_exits_1(capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path) -> None:

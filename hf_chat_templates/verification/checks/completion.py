@@ -121,7 +121,7 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             f"{ctx.pieces(full_ids[i : i + 2])} (the answer merges into the prompt"
             + ("; it starts with whitespace, which the tokenizer joins to the prompt's last token)" if own else ")"),
             {"message_index": index, "token_position": i},
-            severity="warning" if own else None,
+            severity="info" if own else None,  # the data's whitespace, not the template's: assistant-mask notes it
             cause="input normalization" if own else None,
             hint="strip leading whitespace from answers in the data" if own else None,
         )

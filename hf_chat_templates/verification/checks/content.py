@@ -299,6 +299,9 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
         probe = next((p for p in ctx.probes if any(s.needs == capability for s in p.sentinels)), None)
         severity = "error" if ctx.training else "warning"
         why = ""
+        if capability != "system" and not ctx.training and not _claims(ctx, capability):
+            # The template neither renders nor names it: a limit of its format, said; a loss once data has it
+            severity, why = "info", f"; the template has no {_CAPABILITY_NAMES[capability]} support"
         if capability == "tool_calls" and _reads(ctx, "tools"):
             severity, why = "error", " although the template renders the tool definitions"
         elif capability == "tool_results" and _reads(ctx, "tool_calls"):
@@ -312,16 +315,14 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
                 severity, why = "warning", f"; the format keeps reasoning inside content by design ({inline})"
         if ctx.data_fields is not None and not ctx.data_fields.get(capability):
             severity, why = "info", f"{why}; the data has none: nothing of it is lost"
+        elif ctx.data_fields is not None and severity == "info":
+            severity, why = "warning", f"{why}, and the data has it: it is lost"
         inline_fix = "by design" in why and severity != "info"
         findings.append(
             Finding(
                 probe.id if probe else None,
                 f"{loss}{why}"
-                + (
-                    ""
-                    if severity in ("error", "info") or ctx.training or inline_fix
-                    else " (with --training: a failure)"
-                ),
+                + ("" if severity == "error" or ctx.training or inline_fix else " (with --training: a failure)"),
                 {"capability": capability},
                 severity=severity,
                 hint=_INLINE_REASONING_FIX if inline_fix else _LOSS_FIXES[capability],
@@ -332,6 +333,19 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
 
 # Think tags a format writes reasoning between, inside an answer's content.
 _THINK_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<thinking>", "</thinking>"))
+
+
+_CAPABILITY_NAMES = {
+    "tools": "tool",
+    "tool_calls": "tool-call",
+    "tool_results": "tool-result",
+    "reasoning": "reasoning",
+}
+
+
+def _claims(ctx: VerifyContext, capability: str) -> bool:
+    """Whether the template's text names a capability (see `_CLAIMS`)."""
+    return bool(_CLAIMS[capability].search(ctx.template + (ctx.tool_template or "")))
 
 
 def _reads(ctx: VerifyContext, capability: str) -> bool:

@@ -4,6 +4,7 @@ official renderer (`reference-parity`); in other engines (`engine-parity`) is `e
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Any
 
 from ...conversations.probes import Probe
@@ -21,10 +22,12 @@ def _clock_kwargs(ctx: VerifyContext) -> list[str]:
     return names
 
 
-def _at_both_clocks(ctx: VerifyContext, probe: Probe, **extra: Any) -> list[Rendered]:
-    """The probe rendered (uncached) at each of the two moments of CLOCKS."""
+def _at_both_clocks(
+    ctx: VerifyContext, probe: Probe, clocks: tuple[dt.datetime, ...] = CLOCKS, **extra: Any
+) -> list[Rendered]:
+    """The probe rendered (uncached) at each of the two moments of `clocks` (CLOCKS: two days apart)."""
     outs = []
-    for clock in CLOCKS:
+    for clock in clocks:
         with frozen_clock(clock):
             outs.append(
                 ctx.renderer.render(
@@ -54,6 +57,9 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
             if all(o.ok for o in pinned) and pinned[0].text == pinned[1].text:
                 pin = name
                 break
+        # The time of day (not only the date): a served prompt changes within a conversation, an error
+        same_day = (CLOCKS[0], CLOCKS[0] + dt.timedelta(hours=5, minutes=7, seconds=11))
+        hourly = pin is None and len({o.text for o in _at_both_clocks(ctx, probe, same_day)}) > 1
         findings.append(
             Finding(
                 probe.id,
@@ -64,11 +70,13 @@ def deterministic(ctx: VerifyContext) -> CheckResult:
                     f"; the template's {pin} kwarg pins it: pass {pin} in training and serving alike"
                     if pin
                     else "; no kwarg pins it: training bakes in the day it runs, serving sees another"
+                    + ("; it reads the time of day: a served prompt changes within one conversation" if hourly else "")
                 ),
-                {"char_position": pos, "pinned_by": pin},
-                # Pinnable: a risk the user can remove with one kwarg. Not pinnable: the model is trained on text
-                # the data did not say, and served other text.
-                severity="warning" if pin else None,
+                {"char_position": pos, "pinned_by": pin, "time_of_day": hourly},
+                # Today's date written by design (a default system prompt): a risk the user may accept, removed
+                # with one kwarg where the template has one. The time of day changes what is served from one turn to
+                # the next: an error.
+                severity=None if hourly else "warning",
                 hint=f"pass {pin} to apply_chat_template in training and serving (e.g. "
                 f"apply_chat_template(..., {pin}='26 Jul 2024'), or --kwarg {pin}='26 Jul 2024')"
                 if pin
