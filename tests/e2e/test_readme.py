@@ -13,7 +13,6 @@ from pathlib import Path
 from ..helpers import REPO_ROOT
 from ..hub_server import FakeHub
 
-
 # The pages whose `bash` blocks run, in this order: each page's commands may use what the pages before it wrote
 # (the README's tour writes base-llama3/ and llama-train/, install.md writes installed/ and gigachat-tok/). Blocks
 # marked `shell` are shown, not run (they need a file of the reader's own).
