@@ -4,8 +4,9 @@ Prints, for each template under tests/hostile (and tests/hostile/safety), the ch
 error or warning, and the wall time of `verify_with_context(folder, template=FILE, only=["template-safety"])` (the
 tokenizer folder is loaded each time, as the CLI does; Python's and transformers' imports are not counted). Then:
 how many of the documented hostile templates (those whose first line names the attack and its write-up) and of the
-others are flagged at error or warning, and how many of the published templates (tests/data/templates) and bundled
-families (model_configs) draw an error or warning (none should). With --cli, also the whole command's wall time.
+others are flagged at error or warning, and how many of the published templates (tests/data/templates,
+tests/data/unseen) and bundled families (model_configs) draw an error or warning (none should). With --cli, also
+the whole command's wall time.
 
     python scripts/bench_safety.py [--cli]
 """
@@ -29,7 +30,11 @@ from hf_chat_templates.verification.runner import run_checks, verify_with_contex
 from tests.helpers import chatml_folder, context  # noqa: E402
 
 HOSTILE = sorted((ROOT / "tests" / "hostile").glob("*.jinja")) + sorted((ROOT / "tests/hostile/safety").glob("*.jinja"))
-LEGITIMATE = sorted((ROOT / "tests/data/templates").glob("*/*.jinja")) + sorted(ROOT.glob("model_configs/*/*.jinja"))
+LEGITIMATE = (
+    sorted((ROOT / "tests/data/templates").glob("*/*.jinja"))
+    + sorted((ROOT / "tests/data/unseen").glob("*/*.jinja"))
+    + sorted(ROOT.glob("model_configs/*/*.jinja"))
+)
 
 
 def _flagged(findings: list[dict[str, object]]) -> list[str]:

@@ -17,6 +17,8 @@ from .safety_findings import SafetyFinding, Source, literal_value, short
 _HIDE = (
     r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?"
     r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|repeat|explain)"
+    # the template's own format is no secret: `do not tell the user about function calls` (Qwen3-Coder)
+    r"(?!\s+(?:the\s+user\s+)?(?:about\s+)?(?:the\s+|any\s+)?(?:function|tool)[ _-]?calls?\b)"
 )
 _OVERRIDE = (
     r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?"

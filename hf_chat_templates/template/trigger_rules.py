@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
 
 CONTENT_KEYS = frozenset({"content", "text"})
 CLOCK_CALLS = frozenset({"strftime_now", "now", "today", "utcnow"})
@@ -60,7 +60,7 @@ def _compared(node: nodes.Compare, tainted: dict[str, str]) -> tuple[str, str] |
     literals = [s.value for s in sides if isinstance(s, nodes.Const) and s.value is not None]
     if "clock" in kinds and literals:
         return "clock", repr(literals[0])
-    words = [v for v in literals if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v)]
+    words = [v for v in literals if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v) and not markup(v)]
     if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
         return "content", ("contains " if ops & {"in", "notin"} else "equals ") + repr(words[0])
     return None
@@ -70,7 +70,12 @@ def _called(node: nodes.Call, tainted: dict[str, str]) -> tuple[str, str] | None
     method = node.node
     if isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS and node.args:
         arg = const_string(node.args[0])
-        if _reads(method.node, tainted) == "content" and arg is not None and re.search(r"[^\W\d_]{2}", arg):
+        if (
+            _reads(method.node, tainted) == "content"
+            and arg is not None
+            and re.search(r"[^\W\d_]{2}", arg)
+            and not markup(arg)
+        ):
             return "content", f"passes .{method.attr}({arg!r})"
     if _reads(node, tainted) == "clock":
         return "clock", "the date"

@@ -27,7 +27,7 @@ from ..template.engines.registry import engine_names
 from ..template.rendering import named_template
 from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
-from ..tokenizer.folder import CHAT_TEMPLATE_FILE, load_tokenizer, read_folder
+from ..tokenizer.folder import CHAT_TEMPLATE_FILE, LazyTokenizer, load_tokenizer, read_folder
 from .checks import CHECK_CAUSES, CHECKS, PROBE_FREE, check_ids
 from .checks.engines import begin as begin_engines
 from .checks.engines import prestart as prestart_engines
@@ -232,7 +232,9 @@ def load_context(
     )
     _prestart(set(prestart_for), choice, engines)
     folder = read_folder(choice.path)
-    tokenizer = load_tokenizer(choice.path, folder)
+    # Checks that render no probe (template-safety) may need no tokenizer: it is loaded when one renders
+    lazy = bool(prestart_for) and set(prestart_for) <= PROBE_FREE and choice.template is not None
+    tokenizer = LazyTokenizer(choice.path, folder) if lazy else load_tokenizer(choice.path, folder)
     text = choice.template if choice.template is not None else named_template(tokenizer)
     if text is None:
         raise UsageError(

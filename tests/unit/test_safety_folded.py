@@ -21,8 +21,10 @@ from hf_chat_templates.verification.runner import verify_with_context
 from ..helpers import REPO_ROOT, check, context, run
 
 HOSTILE = REPO_ROOT / "tests" / "hostile"
-LEGITIMATE = sorted((REPO_ROOT / "tests" / "data" / "templates").glob("*/*.jinja")) + sorted(
-    (REPO_ROOT / "model_configs").glob("*/*.jinja")
+LEGITIMATE = (
+    sorted((REPO_ROOT / "tests" / "data" / "templates").glob("*/*.jinja"))
+    + sorted((REPO_ROOT / "tests" / "data" / "unseen").glob("*/*.jinja"))
+    + sorted((REPO_ROOT / "model_configs").glob("*/*.jinja"))
 )
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}"
@@ -362,7 +364,7 @@ def test_text_only_a_rendering_assembles_is_found_by_the_coverage_renders(shown_
 
 
 def test_an_instruction_in_any_branch_is_read_without_rendering(no_probe: None) -> None:
-    for name in ("long_conversation_gate", "kwarg_gate", "tool_result_gate", "fold_prose_split"):
+    for name in ("kwarg_gate", "tool_result_gate", "fold_prose_split"):
         findings = scan_template((HOSTILE / "safety" / f"{name}.jinja").read_text(encoding="utf-8"))
         (finding,) = [f for f in findings if f.severity == "warning"]
         assert finding.rule == "HCT-S011" and finding.detail["instruction"] and finding.line > 1, name

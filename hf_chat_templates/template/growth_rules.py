@@ -1,0 +1,175 @@
+"""HCT-S009 for work that grows exponentially: a variable concatenated with itself in a loop (`{% set ns.s = ns.s ~
+ns.s %}` inside `{% for i in range(40) %}`: 2**40 characters), repeated by a constant (`{% set s = s * 3 %}`),
+padded to a multiple of its own length, or a string repeated by a product of constants too large to hold. Found
+statically, from the growth factor and the loops' bounds, never by rendering; whether or not a condition gates it
+(a trigger that arms a bomb is a bomb).
+
+A variable that grows by a factor `k` per step in loops of `n` steps in all reaches `k**n` times its size: over
+`MAX_GROWTH` is an error. A loop over the conversation (`for m in messages`) has no constant bound: growth per item
+is exponential in the conversation's length, and is an error too."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .folding import UNKNOWN, Folding
+from .safety_findings import SafetyFinding, Source
+
+MAX_GROWTH = 100_000  # times its size a variable may grow in one render (as `MAX_REPEAT_CHARS` for a repeat)
+_SIZES = frozenset({"length", "count", "wordcount", "first", "last", "random"})
+_PADS = frozenset({"center", "indent", "wordwrap", "truncate", "batch"})
+
+
+def _key(node: nodes.Node) -> str | None:
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.NSRef):
+        return f"{node.name}.{node.attr}"
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+        return f"{node.node.name}.{node.attr}"
+    return None
+
+
+def _reads(node: nodes.Node, key: str) -> int:
+    """How many times `node` writes the value of `key` into what it computes: not its size (`s | length`), not a
+    test, a condition or a subscript's key."""
+    if _key(node) == key and not (isinstance(node, nodes.Name) and node.ctx != "load"):
+        return 1
+    if isinstance(node, (nodes.Compare, nodes.Test)) or (isinstance(node, nodes.Filter) and node.name in _SIZES):
+        return 0
+    if isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "len":
+        return 0
+    skipped = {id(node.test)} if isinstance(node, nodes.CondExpr) else set()
+    if isinstance(node, nodes.Getitem):
+        skipped.add(id(node.arg))
+    if isinstance(node, nodes.CondExpr):  # one branch is taken: the larger
+        return max(_reads(b, key) for b in (node.expr1, node.expr2) if b is not None)
+    return sum(_reads(c, key) for c in node.iter_child_nodes() if id(c) not in skipped)
+
+
+def _factor(value: nodes.Node | list[nodes.Node], key: str, folding: Folding) -> float:
+    """How many times over an assignment of `value` to `key` makes `key` (1 when it does not grow with itself)."""
+    if isinstance(value, list):  # `{% set s %}{{ s }}{{ s }}{% endset %}`
+        return float(sum(_reads(n, key) for n in value)) or 1.0
+    factor = float(_reads(value, key))
+    for node in (value, *value.find_all((nodes.Mul, nodes.Filter))):
+        if isinstance(node, nodes.Mul) and (_reads(node.left, key) or _reads(node.right, key)):
+            count = [folding.value(side) for side in (node.left, node.right)]
+            factor *= max((c for c in count if isinstance(c, int) and not isinstance(c, bool)), default=1)
+        elif isinstance(node, nodes.Filter) and node.name in _PADS and node.args and node.node is not None:
+            width = node.args[0]  # `s | center(s | length * 2)`: padded to a multiple of its own size
+            if _reads(node.node, key) and _sized_by(width, key):
+                count = [folding.value(n) for n in width.find_all(nodes.Const)]
+                factor = max(factor, max((c for c in count if isinstance(c, int) and c >= 2), default=1))
+    return factor
+
+
+def _sized_by(node: nodes.Node, key: str) -> bool:
+    return any(
+        isinstance(f, nodes.Filter) and f.name in ("length", "count") and f.node is not None and _key(f.node) == key
+        for f in (node, *node.find_all(nodes.Filter))
+    )
+
+
+def _steps(loop: nodes.For, folding: Folding) -> float:
+    """The iterations of a loop over a constant range or list; inf for one over the conversation or a keyword."""
+    it = loop.iter
+    if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range":
+        values = [folding.value(a) for a in it.args]
+        if values and len(values) <= 3 and all(isinstance(v, int) for v in values) and 0 not in values[2:]:
+            try:
+                return float(len(range(*values)))
+            except OverflowError:  # `range(10**400)`: `safety._work` names it
+                return math.inf
+        return math.inf
+    value = folding.value(it)
+    return float(len(value)) if value is not UNKNOWN and hasattr(value, "__len__") else math.inf
+
+
+def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S009: a variable that grows with itself past MAX_GROWTH times (or per item of an unbounded loop)."""
+    # (innermost loop, variable) -> [growth per pass of that loop's body, steps of the loops around, first assignment]
+    grown: dict[tuple[int, str], list[Any]] = {}
+
+    # steps: (all the passes, inf past a loop with no constant bound; the passes of the constant loops alone)
+    def walk(node: nodes.Node, loop: int, steps: tuple[float, float]) -> None:
+        for child in node.iter_child_nodes():
+            if isinstance(child, nodes.For):
+                walk(child.iter, loop, steps)
+                passes = _steps(child, folding)
+                inner = (steps[0] * passes, steps[1] * (1.0 if math.isinf(passes) else passes))
+                for stmt in child.body:
+                    walk_stmt(stmt, id(child), inner)
+                for stmt in child.else_:
+                    walk_stmt(stmt, loop, steps)
+            else:
+                walk_stmt(child, loop, steps)
+
+    def walk_stmt(node: nodes.Node, loop: int, steps: tuple[float, float]) -> None:
+        if isinstance(node, (nodes.Assign, nodes.AssignBlock)) and (key := _key(node.target)):
+            factor = _factor(node.body if isinstance(node, nodes.AssignBlock) else node.node, key, folding)
+            if factor > 1:
+                entry = grown.setdefault((loop, key), [1.0, steps, node])
+                entry[0] *= factor
+        walk(node, loop, steps)
+
+    walk(ast, 0, (1.0, 1.0))
+    for (_, key), (factor, (steps, bounded), node) in grown.items():
+        if bounded * math.log10(factor) > math.log10(MAX_GROWTH):
+            how = f"grows {factor:g}-fold on each of {bounded:,.0f} passes: {factor:g}**{bounded:,.0f} times its size"
+        elif math.isinf(steps):
+            how = f"grows {factor:g}-fold on every pass of a loop with no constant bound: exponential in the input"
+        else:
+            continue
+        yield SafetyFinding(
+            "HCT-S009",
+            node.lineno,
+            src.column(node.lineno, key.split(".")[-1]),
+            f"`{key}` is built from itself and {how} (over {MAX_GROWTH:,}): a render that never ends or exhausts "
+            "memory, whatever condition arms it",
+            construct=f"growth {key} {factor:g}",
+        )
+
+
+def repeats(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S009: a value that is not a literal repeated by a product of constants over MAX_GROWTH (`s * 2**30`,
+    `(s * 1000) * 1000`), and `|batch` filled to a constant width over it (a repeat of a literal is
+    `safety._work`'s)."""
+    inner = {id(c) for m in ast.find_all(nodes.Mul) for c in (m.left, m.right) if isinstance(c, nodes.Mul)}
+    for node in ast.find_all((nodes.Mul, nodes.Filter)):
+        if isinstance(node, nodes.Filter):
+            fill = len(node.args) >= 2 or any(k.key == "fill_with" for k in node.kwargs)
+            width = folding.value(node.args[0]) if node.name == "batch" and node.args and fill else None
+            if isinstance(width, int) and width > MAX_GROWTH:
+                yield SafetyFinding(
+                    "HCT-S009",
+                    node.lineno,
+                    src.column(node.lineno, "batch"),
+                    f"`|batch({width:,}, …)` fills each batch to {width:,} items (over {MAX_GROWTH:,})",
+                    construct=f"batch {width}",
+                )
+            continue
+        if id(node) in inner:
+            continue
+        leaves = _leaves(node)
+        counts = [v for v in (folding.value(leaf) for leaf in leaves) if isinstance(v, int) and not isinstance(v, bool)]
+        others = [leaf for leaf in leaves if not isinstance(folding.value(leaf), (int, float, str, list))]
+        if others and counts and math.prod(counts) > MAX_GROWTH:
+            yield SafetyFinding(
+                "HCT-S009",
+                node.lineno,
+                src.column(node.lineno, "*"),
+                f"repeats a value the template computes {math.prod(counts):,} times (over {MAX_GROWTH:,}): a string "
+                "or list of that size exhausts memory",
+                construct=f"repeat {math.prod(counts)}",
+            )
+
+
+def _leaves(node: nodes.Node) -> list[nodes.Node]:
+    if isinstance(node, nodes.Mul):
+        return [*_leaves(node.left), *_leaves(node.right)]
+    return [node]
