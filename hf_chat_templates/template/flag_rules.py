@@ -26,10 +26,10 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folded_rules import _part_type, _reads_content
+from .folded_rules import _folded_trigger, _part_type, _reads_content
 from .folding import UNKNOWN, Folding
 from .safety_findings import SafetyFinding, Source, literal_value, markup, prose, short
-from .trigger_rules import _gated_literals, _prose_line, _taint
+from .trigger_rules import _gated_literals, _prose_line, _taint, _trigger
 
 MAX_FLAG_STEPS = 6  # flag -> flag -> ... followed this far
 MIN_POSITION = 3  # `messages | length > 2` is a template's own shape; past that, a gate on how long the chat is
@@ -130,17 +130,28 @@ class Conditions:
         ):
             return f"`loop.{node.attr}`"
         if isinstance(node, nodes.Filter) and node.name in ("length", "count") and node.node is not None:
-            base = node.node.node if isinstance(node.node, nodes.Getitem) else node.node
+            base = node.node  # `messages[1:] | selectattr('role', 'equalto', 'user') | list | length`
+            while isinstance(base, (nodes.Filter, nodes.Getitem)) and base.node is not None:
+                base = base.node
             if isinstance(base, nodes.Name) and "message" in base.name:
                 return f"the length of `{base.name}`"
         key = _key(node)
         return f"the count `{key}`" if key in self.counters else None
 
-    def gate(self, test: nodes.Node) -> Gate | None:
-        """The trigger `test` is, if it is one: content, a flag it reads, or a position."""
+    def gate(self, test: nodes.Node, value: bool = False) -> Gate | None:
+        """The trigger `test` is, if it is one: content, a flag it reads, or a position. A `value` assigned is one
+        only as a test (`{% set hit = 'pip' in m.content %}`) or by the flag it reads: `'Today is ' + today` reads
+        the clock without testing it."""
         said = self.content_test(test)
         if said:
             return Gate("content", f"message content {said}", test.lineno, said)
+        probe = test.test if isinstance(test, nodes.CondExpr) else test  # `x = 'a' if … else ''`: its test
+        tests = not value or isinstance(probe, (nodes.Compare, nodes.Test, nodes.And, nodes.Or, nodes.Not))
+        other = _trigger(probe, self.tainted) or _folded_trigger(probe, self.tainted, self.folding) if tests else None
+        if other is not None and other[0] in ("content", "clock"):  # `selectattr('content', …)`, the clock
+            kind, what = other
+            said = f"message content {what}" if kind == "content" else f"the clock is compared with {what}"
+            return Gate("content", said, test.lineno, what)
         for sub in (test, *test.find_all((nodes.Name, nodes.Getattr))):
             key = _key(sub)
             if key in self.flags and not (isinstance(sub, nodes.Name) and sub.ctx != "load"):
@@ -221,12 +232,12 @@ def find_flags(ast: nodes.Template, cond: Conditions) -> None:
         before = len(cond.flags)
         for assign, conds in assigns:
             key = _key(assign.target)
-            if key is None or key in cond.flags or key in cond.counters:
+            if key is None or key in cond.flags:  # a count kept under a trigger is a flag too
                 continue
             gates = [g for c in conds if (g := cond.gate(c))]
             gates.sort(key=lambda g: g.kind != "content")
             # `{% set hit = 'pip' in m.content %}`, `{% set x = 'a' if ns.hit else '' %}`, or under a trigger
-            gate = cond.gate(assign.node) or (gates[0] if gates else None)
+            gate = cond.gate(assign.node, value=True) or (gates[0] if gates else None)
             if gate is not None and gate.depth <= MAX_FLAG_STEPS:
                 cond.flags[key] = Gate(gate.kind, gate.said, assign.lineno, gate.what, gate.depth)
         for call in calls:  # a macro's parameter given a flag
@@ -236,7 +247,7 @@ def find_flags(ast: nodes.Template, cond: Conditions) -> None:
                 *((a, k.value) for a in macro.args for k in call.kwargs if k.key == a.name),
             ]
             for param, value in given:
-                gate = cond.gate(value)
+                gate = cond.gate(value, value=True)
                 if gate is not None and gate.depth <= MAX_FLAG_STEPS and param.name not in cond.flags:
                     cond.flags[param.name] = Gate(gate.kind, gate.said, call.lineno, gate.what, gate.depth)
         if len(cond.flags) == before:
@@ -287,7 +298,8 @@ def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
     find_flags(ast, cond)
     node: Any
     for node in ast.find_all((nodes.If, nodes.CondExpr)):
-        if cond.content_test(node.test):
+        direct = _trigger(node.test, cond.tainted) or _folded_trigger(node.test, cond.tainted, folding)
+        if direct:
             continue  # the trigger stands in the condition: `trigger_rules` and `folded_rules` name it
         gate = cond.gate(node.test)
         if gate is None:

@@ -11,8 +11,7 @@ is exponential in the conversation's length, and is an error too."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 import jinja2.nodes as nodes
 
@@ -56,16 +55,30 @@ def _factor(value: nodes.Node | list[nodes.Node], key: str, folding: Folding) ->
     if isinstance(value, list):  # `{% set s %}{{ s }}{{ s }}{% endset %}`
         return float(sum(_reads(n, key) for n in value)) or 1.0
     factor = float(_reads(value, key))
-    for node in (value, *value.find_all((nodes.Mul, nodes.Filter))):
+    for node in (value, *value.find_all((nodes.Mul, nodes.Filter, nodes.Call))):
         if isinstance(node, nodes.Mul) and (_reads(node.left, key) or _reads(node.right, key)):
             count = [folding.value(side) for side in (node.left, node.right)]
             factor *= max((c for c in count if isinstance(c, int) and not isinstance(c, bool)), default=1)
+        elif (replaced := _replace_args(node)) is not None:  # `s | replace('x', 'xx')`, `s.replace('x', 'xx')`
+            base, args = replaced
+            old, new = (folding.value(a) for a in args[:2])
+            if _reads(base, key) and isinstance(old, str) and isinstance(new, str) and old and old in new:
+                factor *= len(new) / len(old)
         elif isinstance(node, nodes.Filter) and node.name in _PADS and node.args and node.node is not None:
             width = node.args[0]  # `s | center(s | length * 2)`: padded to a multiple of its own size
             if _reads(node.node, key) and _sized_by(width, key):
                 count = [folding.value(n) for n in width.find_all(nodes.Const)]
                 factor = max(factor, max((c for c in count if isinstance(c, int) and c >= 2), default=1))
     return factor
+
+
+def _replace_args(node: nodes.Node) -> tuple[nodes.Expr, list[nodes.Expr]] | None:
+    """(what is replaced in, the arguments) for `s | replace(a, b)` or `s.replace(a, b)`."""
+    if isinstance(node, nodes.Filter) and node.name == "replace" and len(node.args) >= 2 and node.node is not None:
+        return node.node, node.args
+    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.node.attr == "replace":
+        return (node.node.node, node.args) if len(node.args) >= 2 else None
+    return None
 
 
 def _sized_by(node: nodes.Node, key: str) -> bool:
@@ -91,37 +104,48 @@ def _steps(loop: nodes.For, folding: Folding) -> float:
 
 
 def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """HCT-S009: a variable that grows with itself past MAX_GROWTH times (or per item of an unbounded loop)."""
-    # (innermost loop, variable) -> [growth per pass of that loop's body, steps of the loops around, first assignment]
-    grown: dict[tuple[int, str], list[Any]] = {}
+    """HCT-S009: a variable that grows with itself past MAX_GROWTH times (or per item of an unbounded loop), in
+    the template's loops or in a macro's body at each call; and a macro that calls itself with its argument
+    doubled."""
+    macros = {m.name: m for m in ast.find_all(nodes.Macro)}
+    # variable -> [(growth factor of one assignment, (all its passes, the passes of constant loops), assignment)]
+    grown: dict[str, list[tuple[float, tuple[float, float], nodes.Node]]] = {}
 
     # steps: (all the passes, inf past a loop with no constant bound; the passes of the constant loops alone)
-    def walk(node: nodes.Node, loop: int, steps: tuple[float, float]) -> None:
+    def walk(node: nodes.Node, steps: tuple[float, float], inside: tuple[str, ...]) -> None:
         for child in node.iter_child_nodes():
+            if isinstance(child, nodes.Macro):
+                continue  # read where it is called
             if isinstance(child, nodes.For):
-                walk(child.iter, loop, steps)
+                walk(child.iter, steps, inside)
                 passes = _steps(child, folding)
                 inner = (steps[0] * passes, steps[1] * (1.0 if math.isinf(passes) else passes))
                 for stmt in child.body:
-                    walk_stmt(stmt, id(child), inner)
+                    visit(stmt, inner, inside)
                 for stmt in child.else_:
-                    walk_stmt(stmt, loop, steps)
+                    visit(stmt, steps, inside)
             else:
-                walk_stmt(child, loop, steps)
+                visit(child, steps, inside)
 
-    def walk_stmt(node: nodes.Node, loop: int, steps: tuple[float, float]) -> None:
+    def visit(node: nodes.Node, steps: tuple[float, float], inside: tuple[str, ...]) -> None:
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)) and (key := _key(node.target)):
             factor = _factor(node.body if isinstance(node, nodes.AssignBlock) else node.node, key, folding)
             if factor > 1:
-                entry = grown.setdefault((loop, key), [1.0, steps, node])
-                entry[0] *= factor
-        walk(node, loop, steps)
+                grown.setdefault(key, []).append((factor, steps, node))
+        name = getattr(node.node, "name", None) if isinstance(node, nodes.Call) else None
+        if name in macros and name not in inside and len(inside) < 4:  # the macro's body, where it is called
+            for stmt in macros[name].body:
+                visit(stmt, steps, (*inside, name))
+        walk(node, steps, inside)
 
-    walk(ast, 0, (1.0, 1.0))
-    for (_, key), (factor, (steps, bounded), node) in grown.items():
-        if bounded * math.log10(factor) > math.log10(MAX_GROWTH):
-            how = f"grows {factor:g}-fold on each of {bounded:,.0f} passes: {factor:g}**{bounded:,.0f} times its size"
-        elif math.isinf(steps):
+    walk(ast, (1.0, 1.0), ())
+    for key, entries in grown.items():
+        factor, _, node = max(entries, key=lambda e: e[0])
+        size = sum(bounded * math.log10(f) for f, (_, bounded), _ in entries)
+        if size > math.log10(MAX_GROWTH):
+            passes = sum(bounded for _, (_, bounded), _ in entries)
+            how = f"grows {factor:g}-fold on each of {passes:,.0f} passes: about 10**{size:,.0f} times its size"
+        elif any(math.isinf(steps) for _, (steps, _), _ in entries):
             how = f"grows {factor:g}-fold on every pass of a loop with no constant bound: exponential in the input"
         else:
             continue
@@ -133,6 +157,26 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
             "memory, whatever condition arms it",
             construct=f"growth {key} {factor:g}",
         )
+    yield from _recursive_growth(macros.values(), src, folding)
+
+
+def _recursive_growth(macros: Iterable[nodes.Macro], src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """A macro that calls itself with an argument built from itself twice (`m(s ~ s, n - 1)`): 2**depth."""
+    for macro in macros:
+        for call in macro.find_all(nodes.Call):
+            if getattr(call.node, "name", None) != macro.name:
+                continue
+            for param, arg in zip(macro.args, call.args):
+                factor = _factor(arg, param.name, folding)
+                if factor > 1:
+                    yield SafetyFinding(
+                        "HCT-S009",
+                        call.lineno,
+                        src.column(call.lineno, macro.name),
+                        f"the macro `{macro.name}` calls itself with `{param.name}` grown {factor:g}-fold: each level "
+                        "of recursion multiplies it, exponential in the depth",
+                        construct=f"recursive growth {macro.name} {param.name}",
+                    )
 
 
 def repeats(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
