@@ -37,6 +37,8 @@ _SEARCHES = frozenset({"startswith", "endswith", "find", "rfind", "index", "coun
 _TEXT_TESTS = frozenset({"equalto", "eq", "==", "sameas", "in", "search", "match", "regex_search", "startingwith"})
 _SIZES = frozenset({"length", "count", "wordcount"})
 _POSITION_ATTRS = frozenset({"index", "index0", "length"})
+_ORDER_TESTS = frozenset({"gt", "ge", "greaterthan", "lt", "le", "lessthan", "eq", "equalto", "==", ">", ">=", "<"})
+_ORDER_TESTS |= {"<=", "divisibleby"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,13 @@ class Conditions:
         self.tainted = _taint(ast)
         self.loops = _constant_loops(ast, folding)
         self.counters = _counters(ast)
+        self.positions: set[str] = set()  # `{% set ns.turn = loop.index %}`: a position kept
+        assigns = [(_key(a.target), a.node) for a in ast.find_all(nodes.Assign)]
+        for _ in range(MAX_FLAG_STEPS):
+            found = {key for key, value in assigns if key and self._position(value)} - self.positions
+            if not found:
+                break
+            self.positions |= found
         self.flags: dict[str, Gate] = {}
 
     def words(self, node: nodes.Node) -> list[str]:
@@ -112,10 +121,13 @@ class Conditions:
 
     def position_test(self, test: nodes.Node) -> str | None:
         """How `test` compares the conversation's length or a position with a constant of MIN_POSITION or more."""
-        for node in (test, *test.find_all(nodes.Compare)):
-            if not isinstance(node, nodes.Compare) or {op.op for op in node.ops} & {"in", "notin", "ne"}:
+        for node in (test, *test.find_all((nodes.Compare, nodes.Test))):
+            if isinstance(node, nodes.Test) and node.name in _ORDER_TESTS and node.args:
+                sides = [node.node, node.args[0]]  # `messages | length is gt(10)`, `loop.index is divisibleby 7`
+            elif isinstance(node, nodes.Compare) and not {op.op for op in node.ops} & {"in", "notin", "ne"}:
+                sides = [node.expr, *(op.expr for op in node.ops)]
+            else:
                 continue
-            sides = [node.expr, *(op.expr for op in node.ops)]
             where = next((w for s in sides if (w := self._position(s))), None)
             numbers = [v for v in (self.folding.value(s) for s in sides) if _count(v) and v >= MIN_POSITION]
             if where and numbers:
@@ -123,6 +135,8 @@ class Conditions:
         return None
 
     def _position(self, node: nodes.Node) -> str | None:
+        if isinstance(node, (nodes.Add, nodes.Sub)):  # `loop.index + 1`
+            return self._position(node.left) or self._position(node.right)
         if (
             isinstance(node, nodes.Getattr)
             and node.attr in _POSITION_ATTRS
@@ -136,7 +150,7 @@ class Conditions:
             if isinstance(base, nodes.Name) and "message" in base.name:
                 return f"the length of `{base.name}`"
         key = _key(node)
-        return f"the count `{key}`" if key in self.counters else None
+        return f"the count `{key}`" if key in self.counters or key in self.positions else None
 
     def gate(self, test: nodes.Node, value: bool = False) -> Gate | None:
         """The trigger `test` is, if it is one: content, a flag it reads, or a position. A `value` assigned is one

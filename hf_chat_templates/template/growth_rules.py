@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import jinja2.nodes as nodes
 
@@ -180,37 +181,102 @@ def _recursive_growth(macros: Iterable[nodes.Macro], src: Source, folding: Foldi
 
 
 def repeats(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """HCT-S009: a value that is not a literal repeated by a product of constants over MAX_GROWTH (`s * 2**30`,
-    `(s * 1000) * 1000`), and `|batch` filled to a constant width over it (a repeat of a literal is
-    `safety._work`'s)."""
+    """HCT-S009: a value repeated more than MAX_GROWTH times (`s * 2**30`, `(s * 1000) * 1000`, `'x' * 2**i` in a
+    loop over `range(40)`), a padding filter or a `range` as wide, at the largest value a loop over a constant range
+    gives its variable, and `|batch` filled to such a width. A literal repeated by constants, a constant width and a
+    constant range are `safety._work`'s."""
+    bounds = _loop_bounds(ast, folding)
     inner = {id(c) for m in ast.find_all(nodes.Mul) for c in (m.left, m.right) if isinstance(c, nodes.Mul)}
-    for node in ast.find_all((nodes.Mul, nodes.Filter)):
-        if isinstance(node, nodes.Filter):
-            fill = len(node.args) >= 2 or any(k.key == "fill_with" for k in node.kwargs)
-            width = folding.value(node.args[0]) if node.name == "batch" and node.args and fill else None
-            if isinstance(width, int) and width > MAX_GROWTH:
-                yield SafetyFinding(
-                    "HCT-S009",
-                    node.lineno,
-                    src.column(node.lineno, "batch"),
-                    f"`|batch({width:,}, …)` fills each batch to {width:,} items (over {MAX_GROWTH:,})",
-                    construct=f"batch {width}",
-                )
+    node: Any
+    for node in ast.find_all((nodes.Mul, nodes.Filter, nodes.Call)):
+        if isinstance(node, (nodes.Filter, nodes.Call)):
+            yield from _wide(node, src, folding, bounds)
             continue
         if id(node) in inner:
             continue
         leaves = _leaves(node)
-        counts = [v for v in (folding.value(leaf) for leaf in leaves) if isinstance(v, int) and not isinstance(v, bool)]
-        others = [leaf for leaf in leaves if not isinstance(folding.value(leaf), (int, float, str, list))]
-        if others and counts and math.prod(counts) > MAX_GROWTH:
-            yield SafetyFinding(
-                "HCT-S009",
-                node.lineno,
-                src.column(node.lineno, "*"),
-                f"repeats a value the template computes {math.prod(counts):,} times (over {MAX_GROWTH:,}): a string "
-                "or list of that size exhausts memory",
-                construct=f"repeat {math.prod(counts)}",
-            )
+        counts = [_largest(leaf, folding, bounds) for leaf in leaves]
+        numbers = [c for c in counts if c is not None]
+        repeated = [leaf for leaf, c in zip(leaves, counts) if c is None]
+        spelled = all(isinstance(folding.value(leaf), int) for leaf, c in zip(leaves, counts) if c is not None)
+        literal = all(isinstance(folding.value(leaf), (str, list)) for leaf in repeated)
+        if not repeated or not numbers or math.prod(numbers) <= MAX_GROWTH or (spelled and literal):
+            continue
+        times = math.prod(numbers)
+        amount = "an astronomical number of" if math.isinf(times) else f"{times:,.0f}"
+        yield SafetyFinding(
+            "HCT-S009",
+            node.lineno,
+            src.column(node.lineno, "*"),
+            f"repeats a value {amount} times (over {MAX_GROWTH:,}): a string or list of that size exhausts memory",
+            construct=f"repeat {times:.0f}",
+        )
+
+
+def _wide(node: nodes.Filter | nodes.Call, src: Source, folding: Folding, bounds: dict[str, float]) -> Iterator[Any]:
+    """A padding filter, `|batch` with a fill, or `range` wider than the bounds, at a width a loop variable gives
+    (a constant width is `safety._nested_work`'s, a constant range `safety._work`'s)."""
+    if isinstance(node, nodes.Filter):
+        fill = node.name != "batch" or len(node.args) >= 2 or any(k.key == "fill_with" for k in node.kwargs)
+        if node.name not in _PADS or not node.args or not fill:
+            return
+        arg, name, limit = node.args[0], node.name, MAX_GROWTH
+        constant_elsewhere = node.name != "batch"  # `safety._nested_work` reads a constant padding width
+    elif getattr(node.node, "name", None) == "range" and node.args:
+        arg, name, limit, constant_elsewhere = node.args[-1 if len(node.args) < 3 else 1], "range", 10_000, True
+    else:
+        return
+    width = _largest(arg, folding, bounds)
+    if width is None or width <= limit or (constant_elsewhere and isinstance(folding.value(arg), int)):
+        return
+    amount = "an astronomical number of" if math.isinf(width) else f"{width:,.0f}"
+    yield SafetyFinding(
+        "HCT-S009",
+        node.lineno,
+        src.column(node.lineno, name),
+        f"`{name}` reaches {amount} {'items' if name in ('range', 'batch') else 'characters'} (over {limit:,}) at "
+        "the largest value its loop gives it",
+        construct=f"{name} {width:.0f}",
+    )
+
+
+def _loop_bounds(ast: nodes.Template, folding: Folding) -> dict[str, float]:
+    """The largest value of each loop variable over a constant range or list of numbers."""
+    bounds: dict[str, float] = {}
+    for loop in ast.find_all(nodes.For):
+        if not isinstance(loop.target, nodes.Name):
+            continue
+        it = loop.iter
+        if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range" and it.args:
+            values = [folding.value(a) for a in it.args]
+            if all(isinstance(v, int) and v.bit_length() < 1000 for v in values) and len(values) <= 3:
+                bounds[loop.target.name] = float(max(values[0] - 1, 0) if len(values) == 1 else max(values[:2]))
+            continue
+        value = folding.value(it)
+        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            bounds[loop.target.name] = float(max(value))
+    return bounds
+
+
+def _largest(node: nodes.Node, folding: Folding, bounds: dict[str, float]) -> float | None:
+    """The largest number `node` can be: a constant, a loop variable's bound, arithmetic of those; else None."""
+    value = folding.value(node)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value) if value.bit_length() < 1000 else math.inf
+    if isinstance(node, nodes.Name):
+        return bounds.get(node.name)
+    if isinstance(node, (nodes.Pow, nodes.Mul, nodes.Add)):
+        left, right = _largest(node.left, folding, bounds), _largest(node.right, folding, bounds)
+        if left is None or right is None:
+            return None
+        if isinstance(node, nodes.Add):
+            return left + right
+        if isinstance(node, nodes.Mul):
+            return left * right
+        if left > 1 and right * math.log10(left) > 300:
+            return math.inf
+        return float(left**right) if left > 0 or (left == 0 and right >= 0) else None
+    return None
 
 
 def _leaves(node: nodes.Node) -> list[nodes.Node]:
