@@ -294,16 +294,25 @@ def gated_text(branch: list[nodes.Node], folding: Folding, words: int) -> Iterat
                 for part in _parts(expr):
                     if isinstance(part, (nodes.Const, nodes.TemplateData)):
                         continue
-                    value = folding.value(part)
-                    if isinstance(value, str) and prose(value, words=words):
-                        yield part, value
+                    for value in _texts(folding.value(part)):
+                        if prose(value, words=words):
+                            yield part, value
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """The strings of a folded value: itself, or those of a list or a dict (a message added to `messages`)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _texts(item)
 
 
 def _choices(node: nodes.CondExpr, folding: Folding, words: int) -> Iterator[tuple[nodes.Node, str]]:
     for branch in (node.expr1, node.expr2):
-        value = folding.value(branch) if branch is not None else UNKNOWN
-        if isinstance(value, str) and prose(value, words=words):
-            yield branch, value  # type: ignore[misc]
+        for value in _texts(folding.value(branch) if branch is not None else UNKNOWN):
+            if prose(value, words=words):
+                yield branch, value  # type: ignore[misc]
 
 
 def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
@@ -311,7 +320,9 @@ def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
     cond = Conditions(ast, folding)
     find_flags(ast, cond)
     node: Any
-    for node in ast.find_all((nodes.If, nodes.CondExpr)):
+    for node in ast.find_all((nodes.If, nodes.CondExpr, nodes.For)):
+        if node.test is None:
+            continue  # a loop without `if`
         direct = _trigger(node.test, cond.tainted) or _folded_trigger(node.test, cond.tainted, folding)
         if direct:
             continue  # the trigger stands in the condition: `trigger_rules` and `folded_rules` name it
@@ -321,6 +332,8 @@ def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
         words = 2 if gate.kind == "content" else 3
         if isinstance(node, nodes.If):
             found = list(gated_text([*node.body, *node.elif_, *node.else_], folding, words))
+        elif isinstance(node, nodes.For):  # `{% for x in xs if ns.hit %}`
+            found = list(gated_text(node.body, folding, words))
         else:
             found = list(_choices(node, folding, words))
         for expr, value in found:
