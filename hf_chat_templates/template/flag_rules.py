@@ -220,21 +220,27 @@ def _counters(ast: nodes.Template) -> set[str]:
 
 # ---- the walk: each statement with the conditions around it ------------------------------------------------------
 def guarded(node: nodes.Node, conds: tuple[nodes.Node, ...] = ()) -> Iterator[tuple[nodes.Node, tuple[Any, ...]]]:
-    """Every node under `node` with the conditions (`{% if %}` tests, a loop's `if`) it runs under."""
+    """Every node under `node` with the conditions (`{% if %}` and `{% elif %}` tests, a loop's `if`) it runs
+    under."""
     for child in node.iter_child_nodes():
         yield child, conds
-        if isinstance(child, nodes.If):
-            yield from guarded(child.test, conds)
-            for stmt in [*child.body, *child.elif_, *child.else_]:
-                yield stmt, (*conds, child.test)
-                yield from guarded(stmt, (*conds, child.test))
-        elif isinstance(child, nodes.For) and child.test is not None:
-            yield from guarded(child.iter, conds)
-            for stmt in [*child.body, *child.else_]:
-                yield stmt, (*conds, child.test)
-                yield from guarded(stmt, (*conds, child.test))
-        else:
-            yield from guarded(child, conds)
+        yield from _within(child, conds)
+
+
+def _within(node: nodes.Node, conds: tuple[nodes.Node, ...]) -> Iterator[tuple[nodes.Node, tuple[Any, ...]]]:
+    """The nodes under `node`, itself run under `conds`."""
+    if isinstance(node, nodes.If):  # an `{% elif %}` is an If in `elif_`: its own test is added there
+        yield from guarded(node.test, conds)
+        for stmt in [*node.body, *node.elif_, *node.else_]:
+            yield stmt, (*conds, node.test)
+            yield from _within(stmt, (*conds, node.test))
+    elif isinstance(node, nodes.For) and node.test is not None:
+        yield from guarded(node.iter, conds)
+        for stmt in [*node.body, *node.else_]:
+            yield stmt, (*conds, node.test)
+            yield from _within(stmt, (*conds, node.test))
+    else:
+        yield from guarded(node, conds)
 
 
 def find_flags(ast: nodes.Template, cond: Conditions) -> None:
