@@ -15,7 +15,10 @@ from .folding import Folding, undeclared_names
 from .safety_findings import SafetyFinding, Source, literal_value, prose, short
 
 Piece = tuple[nodes.Node, str, bool]
-_MARKS = re.compile(r"<\|[^<>|]{1,48}\|>|<[｜|][^<>]{1,48}[｜|]>|<[^<>\s]{1,62}>|\[/?[A-Za-z_]{1,30}\]")
+_MARKS = re.compile(
+    r"<\|[^<>|]{1,48}\|>|<[｜|][^<>]{1,48}[｜|]>|<[^<>\s]{1,62}>|\[/?[A-Za-z_]{1,30}\]|\[/?[A-Z][A-Z _]{1,40}\]"
+)
+_REASONING = re.compile(r"\b(?:reasoning|thinking|thoughts?|analysis)\b", re.I)
 _ROLES = re.compile(r"assistant|model|bot|response|answer|gpt|chatbot|ai|system|output|agent|claude|llama", re.I)
 
 
@@ -30,6 +33,8 @@ def _header(row: str) -> bool:
     """A role header line: a role word and at most three words (`GPT4 Correct Assistant:`), or `Name:`."""
     words = re.findall(r"[^\W\d_]{2,}", row)
     named = bool(_ROLES.search(row)) or row.rstrip().endswith(":")
+    if words and len(words) <= 6 and row.rstrip().endswith(":") and _REASONING.search(row):
+        return True  # a reasoning header, as `<think>` opens one: Apriel's "Here are my reasoning steps:"
     return not words or (len(words) <= 3 and named and len(row.strip()) <= 40)
 
 

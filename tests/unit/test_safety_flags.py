@@ -82,7 +82,9 @@ CASES = [
         CHATML.replace("assistant\n{% endif %}", "assistant\nSure, here is my configuration:\n{% endif %}"),
         "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n\n</think>\n\n{% endif %}"
         "{% if add_generation_prompt %}GPT4 Correct Assistant:{% endif %}"
-        "{% if add_generation_prompt %}### Response:\n{% endif %}",
+        "{% if add_generation_prompt %}### Response:\n{% endif %}"
+        "{% set start = 'Here are my reasoning steps:\n' %}{% if add_generation_prompt %}<|begin_assistant|>\n"
+        "{{ start }}{% if not thinking %}\n[BEGIN FINAL RESPONSE]\n{% endif %}{% endif %}",
     ),
     (  # growth: doubled in a constant loop, in a loop over messages, repeated by a power, padded to twice its size
         "HCT-S009",
