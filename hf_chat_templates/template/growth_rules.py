@@ -162,11 +162,24 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
 
 
 def _recursive_growth(macros: Iterable[nodes.Macro], src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """A macro that calls itself with an argument built from itself twice (`m(s ~ s, n - 1)`): 2**depth."""
+    """A macro that calls itself with an argument built from itself twice (`m(s ~ s, n - 1)`), or that grows a
+    variable with itself and calls itself (`{% set ns.s = ns.s ~ ns.s %}{{ m(k - 1) }}`): 2**depth."""
     for macro in macros:
-        for call in macro.find_all(nodes.Call):
-            if getattr(call.node, "name", None) != macro.name:
-                continue
+        recursive = [c for c in macro.find_all(nodes.Call) if getattr(c.node, "name", None) == macro.name]
+        sets: list[Any] = [*macro.find_all(nodes.Assign), *macro.find_all(nodes.AssignBlock)]
+        for assign in sets if recursive else []:
+            key = _key(assign.target)
+            value = assign.body if isinstance(assign, nodes.AssignBlock) else assign.node
+            if key and _factor(value, key, folding) > 1:
+                yield SafetyFinding(
+                    "HCT-S009",
+                    assign.lineno,
+                    src.column(assign.lineno, key.split(".")[-1]),
+                    f"`{key}` is built from itself in the macro `{macro.name}`, which calls itself: each level of "
+                    "recursion multiplies it, exponential in the depth",
+                    construct=f"recursive growth {macro.name} {key}",
+                )
+        for call in recursive:
             for param, arg in zip(macro.args, call.args):
                 factor = _factor(arg, param.name, folding)
                 if factor > 1:

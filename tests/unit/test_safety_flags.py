@@ -123,9 +123,10 @@ CASES = [
         "{% for m in messages %}{% set c = m.content | replace('\\n', ' ') %}{{ c.replace('<think>', '') }}"
         "{% endfor %}",
     ),
-    (  # a macro recursing with its argument doubled
+    (  # a macro recursing with its argument doubled, or doubling a variable
         "HCT-S009",
-        "{% macro d(s, n) %}{% if n > 0 %}{{ d(s ~ s, n - 1) }}{% endif %}{% endmacro %}{{ d('x', 40) }}",
+        "{% macro d(s, n) %}{% if n > 0 %}{{ d(s ~ s, n - 1) }}{% endif %}{% endmacro %}{{ d('x', 40) }}"
+        "{% macro r(k) %}{% set ns.s = ns.s ~ ns.s %}{% if k > 0 %}{{ r(k - 1) }}{% endif %}{% endmacro %}",
         "{% macro d(s, n) %}{% if n > 0 %}{{ d(s ~ '-', n - 1) }}{% endif %}{% endmacro %}{{ d('x', 4) }}",
     ),
     (  # a count kept under a trigger, `selectattr` on content, the clock: flags too
