@@ -148,6 +148,18 @@ class TokenizerFolder:
                 found.setdefault(name, text)
         return found
 
+    def loaded_templates(self) -> tuple[str | None, str | None] | None:
+        """(default, tool_use) as the tokenizer holds them once loaded, read without loading it: the template files
+        when there are any (transformers then sets the config key aside), else the config key; None when the key
+        is neither a string nor a list of {name, template} entries (the tokenizer is asked then)."""
+        if self.chat_template_file is not None or self.additional_templates:
+            return self.chat_template_file, self.additional_templates.get("tool_use")
+        key = self.tokenizer_config.get("chat_template")
+        if key is not None and not isinstance(key, (str, list)):
+            return None
+        templates = self.config_templates()
+        return templates.get("default"), templates.get("tool_use")
+
     def named_template(self, name: str) -> str | None:
         """A template by name, as transformers loads it: `chat_template.jinja` and `additional_chat_templates/`
         first, then the config key."""

@@ -233,9 +233,16 @@ def load_context(
     _prestart(set(prestart_for), choice, engines)
     folder = read_folder(choice.path)
     # Checks that render no probe (template-safety) may need no tokenizer: it is loaded when one renders
-    lazy = bool(prestart_for) and set(prestart_for) <= PROBE_FREE and choice.template is not None
+    own = folder.loaded_templates() if choice.template is None else (choice.template, None)
+    lazy = bool(prestart_for) and set(prestart_for) <= PROBE_FREE and own is not None
     tokenizer = LazyTokenizer(choice.path, folder) if lazy else load_tokenizer(choice.path, folder)
-    text = choice.template if choice.template is not None else named_template(tokenizer)
+    text: str | None
+    if choice.template is not None:
+        text, tool_template = choice.template, None
+    elif lazy and own is not None:
+        text, tool_template = own
+    else:
+        text, tool_template = named_template(tokenizer), named_template(tokenizer, "tool_use")
     if text is None:
         raise UsageError(
             f"{choice.path}: the tokenizer has no chat template",
@@ -246,7 +253,7 @@ def load_context(
     ctx = VerifyContext(
         tokenizer,
         text,
-        tool_template=named_template(tokenizer, "tool_use") if choice.template is None else None,
+        tool_template=tool_template,
         folder=folder,
         variant=choice.variant,
         kwargs=choice.kwargs,

@@ -298,3 +298,52 @@ def test_only_template_safety_gives_a_static_verdict_without_loading_the_tokeniz
     assert report.checks[0].status == "pass" and ctx.tokenizer.is_loaded
     report, ctx = verify_with_context(good, template=path, only=["template-safety", "renders"])
     assert not hasattr(ctx.tokenizer, "is_loaded")  # another check needs it: loaded as before
+
+
+def _folder_variants(good: Path, tmp_path: Path) -> list[Path]:
+    """The folder's template in the config key, in chat_template.jinja, and with a named tool_use template."""
+    import json
+    import shutil
+
+    folders = []
+    for i, (files, key) in enumerate(
+        [
+            ({}, CHATML),
+            ({"chat_template.jinja": CHATML + "\r\n"}, "{{ 'ignored' }}"),
+            ({"chat_template.jinja": CHATML, "additional_chat_templates/tool_use.jinja": CHATML + "{{ tools }}"}, None),
+            ({}, [{"name": "default", "template": CHATML}, {"name": "tool_use", "template": CHATML + "x"}]),
+        ]
+    ):
+        folder = tmp_path / f"f{i}"
+        shutil.copytree(good, folder)
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        config["chat_template"] = key
+        (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        for rel, text in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes(text.encode("utf-8"))
+        folders.append(folder)
+    return folders
+
+
+def test_the_folders_own_templates_are_read_as_the_tokenizer_holds_them(good: Path, tmp_path: Path) -> None:
+    from hf_chat_templates.template.rendering import named_template
+    from hf_chat_templates.tokenizer.folder import load_tokenizer, read_folder
+
+    for folder in _folder_variants(good, tmp_path):
+        files = read_folder(folder)
+        tokenizer = load_tokenizer(folder, files)
+        expected = (named_template(tokenizer), named_template(tokenizer, "tool_use"))
+        assert files.loaded_templates() == expected, folder.name
+        report, ctx = verify_with_context(folder, only=["template-safety"])
+        assert (ctx.template, ctx.tool_template) == expected and report.checks[0].status in ("pass", "info")
+
+
+def test_a_folders_own_hostile_template_gets_its_verdict_without_the_tokenizer(good: Path, tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "hostile"
+    shutil.copytree(good, folder)
+    (folder / "chat_template.jinja").write_text((HOSTILE / "flag_keyword_system.jinja").read_text(), encoding="utf-8")
+    report, ctx = verify_with_context(folder, only=["template-safety"])
+    assert report.checks[0].status == "fail" and not ctx.tokenizer.is_loaded
