@@ -104,3 +104,38 @@ def literal_addresses(ast: nodes.Template, src: Source) -> Iterator[SafetyFindin
                 "can be steered to repeat (no published chat template writes one)",
                 construct=address,
             )
+
+
+def _first_is_system(test: nodes.Node, folding: Any) -> str | None:
+    """'else' when `test` asks whether the first message is a system message (`messages[0]['role'] == 'system'`),
+    'body' when it asks whether it is not, else None."""
+    if not isinstance(test, nodes.Compare) or len(test.ops) != 1 or test.ops[0].op not in ("eq", "ne"):
+        return None
+    sides = [test.expr, test.ops[0].expr]
+    first = any(
+        isinstance(s, (nodes.Getattr, nodes.Getitem))
+        and (s.attr if isinstance(s, nodes.Getattr) else folding.value(s.arg)) == "role"
+        and isinstance(s.node, nodes.Getitem)
+        and folding.value(s.node.arg) == 0
+        for s in sides
+    )
+    if not first or "system" not in [folding.value(s) for s in sides]:
+        return None
+    return "else" if test.ops[0].op == "eq" else "body"
+
+
+def default_prompts(ast: nodes.Template, folding: Any) -> list[str]:
+    """The texts of the template's default system prompt: what it writes or keeps (a literal, a variable of one)
+    only when the conversation does not begin with a system message. Any system message the caller gives
+    replaces them."""
+    texts: list[str] = []
+    for node in ast.find_all(nodes.If):
+        branch = _first_is_system(node.test, folding)
+        if branch is None:
+            continue
+        for stmt in node.else_ if branch == "else" else node.body:
+            for sub in [stmt, *stmt.find_all((nodes.Const, nodes.TemplateData, nodes.Name))]:
+                value = folding.value(sub) if isinstance(sub, (nodes.Name, nodes.Const, nodes.TemplateData)) else None
+                if isinstance(value, str) and value.strip():
+                    texts.append(value)
+    return texts

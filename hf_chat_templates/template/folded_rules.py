@@ -21,7 +21,7 @@ import jinja2.nodes as nodes
 from .addresses import addresses_in, written_nodes
 from .folding import MAX_STEPS, UNKNOWN, Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
-from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
 from .trigger_rules import CONTENT_KEYS, _gated_literals, _prose_line, _reads, _taint, _trigger
 
 # What the sandbox guards with `is_safe_attribute`: a subscript with a name it does not know reaches attributes.
@@ -211,7 +211,7 @@ def _part_type(node: nodes.Node) -> bool:
 
 def _words(value: Any) -> str | None:
     values = value if isinstance(value, list) else [value]
-    found = [v for v in values if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v)]
+    found = [v for v in values if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v) and not markup(v)]
     return repr(found[0]) if len(found) == 1 else repr(found) if found else None
 
 

@@ -315,6 +315,8 @@ class Folding:
             return getattr(base, callee.attr)(*args)
         if callee.attr == "join" and len(args) == 1 and isinstance(args[0], list):
             return _join(base, args[0])
+        if callee.attr in ("split", "rsplit") and len(args) <= 1 and all(isinstance(a, str) and a for a in args):
+            return getattr(base, callee.attr)(*args)  # `'pip,npm'.split(',')`: no longer than `base`
         if callee.attr == "format" and _format_safe(base) and all(isinstance(a, (str, int, float)) for a in args):
             return base.format(*args)
         return UNKNOWN

@@ -17,9 +17,14 @@ from .safety_findings import SafetyFinding, Source, literal_value, short
 _HIDE = (
     r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?"
     r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|repeat|explain)"
+    # the template's own format is no secret: `do not tell the user about function calls` (Qwen3-Coder)
+    r"(?!\s+(?:the\s+user\s+)?(?:about\s+)?(?:the\s+|any\s+)?(?:function|tool)[ _-]?calls?\b)"
 )
+# `override` as a command opens its clause; "the instructions in this section override those in the task description"
+# (Command R's documented preamble) describes an order of precedence
+_CLAUSE = r"(?:(?<![\w,]\s)(?<![\w,])|(?<=please\s)|(?<=now\s)|(?<=and\s)|(?<=then\s)|(?<=must\s)|(?<=should\s))"
 _OVERRIDE = (
-    r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?"
+    rf"(?:ignore|disregard|forget|{_CLAUSE}override)\s+(?:all\s+|any\s+|the\s+)?"
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other|those|these)"
 )
 _LEAK = (

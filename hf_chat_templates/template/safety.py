@@ -14,7 +14,8 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block)
     HCT-S007  a look-alike of a control token (Unicode's confusables): an imitating letter among ASCII ones, or two
               tokens that look alike
-    HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock
+    HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock,
+              or once a flag set that way (or the conversation's length) says so
     HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
@@ -22,6 +23,10 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S013  an attribute read by a name computed at render time (`folded_rules`)
     HCT-S014  a URL, domain or e-mail address in text the template writes (`addresses`)
     HCT-S015  message content rewritten: a replacement that brings words the speaker did not write (`rewrite_rules`)
+    HCT-S016  a prefilled answer: prose inside the assistant's turn at the generation prompt (`prefill_rules`)
+
+HCT-S008 follows a trigger kept in a flag and text gated on the conversation's length (`flag_rules`); HCT-S009
+reads exponential growth, a variable built from itself in a loop (`growth_rules`).
 
 Every rule reads what the template computes from literals as well as what it spells (`folding`, `folded_rules`):
 `['__cla', 'ss__'] | join` is `__class__`.
@@ -39,11 +44,14 @@ from typing import Any
 import jinja2
 import jinja2.nodes as nodes
 
-from .addresses import literal_addresses
+from .addresses import default_prompts, literal_addresses
+from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
+from .growth_rules import growth, repeats
 from .hidden_text import hidden_unicode, homoglyph_tokens
 from .instructions import written_instructions
+from .prefill_rules import prefills
 from .rewrite_rules import rewrites
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -83,17 +91,38 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     folding = Folding(ast)
     found += _format_strings(ast, src, folding)
     found += folded_findings(ast, src, folding)
+    found += flagged(ast, src, folding)
+    found += growth(ast, src, folding)
+    found += repeats(ast, src, folding)
+    found += prefills(ast, src, folding)
     found += rewrites(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
+    found = _defaults_demoted(found, default_prompts(ast, folding))
     # An instruction already named as gated on a trigger or joined to content is not named twice
     named = [f.construct for f in found if f.rule in ("HCT-S008", "HCT-S012")]
     found = [f for f in found if f.rule != "HCT-S011" or not any(f.construct[:60] in c for c in named)]
     unique = {(f.rule, f.line, f.column, f.construct): f for f in found}
     ordered = sorted(unique.values(), key=lambda f: (f.line, f.column, f.rule))
     return tuple(SafetyFinding(**{**_fields(f), "template": name}) for f in ordered)
+
+
+def _defaults_demoted(found: list[SafetyFinding], defaults: list[str]) -> list[SafetyFinding]:
+    """An instruction or address in the template's default system prompt is info: it is written only when the
+    conversation has no system message, any system message replaces it, and it is there for a reader to judge
+    (Devstral's names its scaffold's address and tells the model how to work)."""
+    note = (
+        " (in the template's default system prompt, written only when the conversation has no system message; "
+        "any system message the caller gives replaces it)"
+    )
+    return [
+        SafetyFinding(**{**_fields(f), "severity": "info", "message": f.message + note})
+        if f.rule in ("HCT-S011", "HCT-S014") and any(f.construct[:60] in text for text in defaults)
+        else f
+        for f in found
+    ]
 
 
 def _fields(f: SafetyFinding) -> dict[str, Any]:

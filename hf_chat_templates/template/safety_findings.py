@@ -91,6 +91,12 @@ RULES: dict[str, tuple[str, str, str]] = {
         "write message content as given: a template that changes what the speaker wrote trains and serves words the "
         "data did not say",
     ),
+    "HCT-S016": (
+        "prefilled-answer",
+        "warning",
+        "end the generation prompt at the assistant's header (an empty or opening think block at most): words the "
+        "template puts in the model's mouth are ones it continues as its own",
+    ),
 }
 
 
@@ -196,6 +202,19 @@ def const_string(node: nodes.Node, limit: int = 4096) -> str | None:
     if any(v is None for v in values) or sum(len(v or "") for v in values) > limit:
         return None
     return "".join(v or "" for v in values)
+
+
+_MARKUP = re.compile(
+    r"\s*(?:<\|?/?[\w.:=-]{1,40}\|?>|<<[\w/]{1,20}>>|\[/?[A-Z][A-Z_ ]{1,30}\]|<[｜|][^<>]{1,40}[｜|]>"
+    r"|```\w*|/[a-z_]{2,20})\s*"
+)
+
+
+def markup(value: Any) -> bool:
+    """Whether a string a template compares content with is one tag or control token: its own format (reasoning
+    split on `</think>`, a tool result told by `<tool_response>`, a system prompt by `<<SYS>>`), or a mode switch
+    the speaker types on purpose (`/no_think`), not a trigger."""
+    return isinstance(value, str) and _MARKUP.fullmatch(value) is not None
 
 
 def prose(text: str, words: int = 2) -> bool:

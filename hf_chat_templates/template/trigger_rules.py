@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
 
 CONTENT_KEYS = frozenset({"content", "text"})
 CLOCK_CALLS = frozenset({"strftime_now", "now", "today", "utcnow"})
@@ -31,23 +31,51 @@ def _reads(node: nodes.Node, tainted: dict[str, str]) -> str | None:
             return "content"
         elif isinstance(sub, nodes.Name) and sub.name in tainted and sub.ctx == "load":
             return tainted[sub.name]
+        elif isinstance(sub, nodes.Getattr) and isinstance(sub.node, nodes.Name):
+            kind = tainted.get(f"{sub.node.name}.{sub.attr}")  # `ns.text`, set from content
+            if kind:
+                return kind
     return None
 
 
+def _mapping(node: nodes.Node) -> bool:
+    """`x | dictsort`, `x | items`, `x.items()`: what a mapping holds, never message text."""
+    if isinstance(node, nodes.Filter):
+        return node.name in ("dictsort", "items")
+    method = node.node if isinstance(node, nodes.Call) else None
+    return isinstance(method, nodes.Getattr) and method.attr in ("items", "keys", "values")
+
+
 def _taint(ast: nodes.Template) -> dict[str, str]:
-    """Variables set from message content or the clock (`{% set c = message.content %}`), to a fixed point."""
+    """Variables set from message content or the clock (`{% set c = message.content %}`, `{% set ns.text = … %}`,
+    a macro's parameter given content), to a fixed point."""
     tainted: dict[str, str] = {}
+    macros = {m.name: m for m in ast.find_all(nodes.Macro)}
+    calls = [
+        (c, c.node.name) for c in ast.find_all(nodes.Call) if isinstance(c.node, nodes.Name) and c.node.name in macros
+    ]
     for _ in range(4):
         before = dict(tainted)
         node: Any
         for node in ast.find_all((nodes.Assign, nodes.For)):
             source = node.node if isinstance(node, nodes.Assign) else node.iter
+            if _mapping(source):
+                continue  # the keys and values of a mapping (tool arguments, a response): message text is none
             kind = _reads(source, tainted)
             if kind:
                 for name in node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else ():
                     tainted[name.name] = kind
                 if isinstance(node.target, nodes.Name):
                     tainted[node.target.name] = kind
+                elif isinstance(node.target, nodes.NSRef):
+                    tainted[f"{node.target.name}.{node.target.attr}"] = kind
+        for call, name in calls:
+            params = macros[name].args
+            given = [*zip(params, call.args), *((p, k.value) for p in params for k in call.kwargs if k.key == p.name)]
+            for param, arg in given:
+                kind = _reads(arg, tainted)
+                if kind:
+                    tainted[param.name] = kind
         if tainted == before:
             break
     return tainted
@@ -69,7 +97,7 @@ def _compared(node: nodes.Compare, tainted: dict[str, str]) -> tuple[str, str] |
     literals = [s.value for s in sides if isinstance(s, nodes.Const) and s.value is not None]
     if "clock" in kinds and literals:
         return "clock", repr(literals[0])
-    words = [v for v in literals if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v)]
+    words = [v for v in literals if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v) and not markup(v)]
     if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
         return "content", ("contains " if ops & {"in", "notin"} else "equals ") + repr(words[0])
     return None
@@ -79,7 +107,12 @@ def _called(node: nodes.Call, tainted: dict[str, str]) -> tuple[str, str] | None
     method = node.node
     if isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS and node.args:
         arg = const_string(node.args[0])
-        if _reads(method.node, tainted) == "content" and arg is not None and re.search(r"[^\W\d_]{2}", arg):
+        if (
+            _reads(method.node, tainted) == "content"
+            and arg is not None
+            and re.search(r"[^\W\d_]{2}", arg)
+            and not markup(arg)
+        ):
             return "content", f"passes .{method.attr}({arg!r})"
     if _reads(node, tainted) == "clock":
         return "clock", "the date"

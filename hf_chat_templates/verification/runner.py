@@ -29,7 +29,7 @@ from ..template.limits import RenderLimitExceeded
 from ..template.rendering import named_template
 from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
-from ..tokenizer.folder import CHAT_TEMPLATE_FILE, load_tokenizer, read_folder
+from ..tokenizer.folder import CHAT_TEMPLATE_FILE, LazyTokenizer, load_tokenizer, read_folder
 from .checks import CHECK_CAUSES, CHECKS, PROBE_FREE, check_ids
 from .checks.engines import begin as begin_engines
 from .checks.engines import prestart as prestart_engines
@@ -246,8 +246,17 @@ def load_context(
     )
     _prestart(set(prestart_for), choice, engines)
     folder = read_folder(choice.path)
-    tokenizer = load_tokenizer(choice.path, folder)
-    text = choice.template if choice.template is not None else named_template(tokenizer)
+    # Checks that render no probe (template-safety) may need no tokenizer: it is loaded when one renders
+    own = folder.loaded_templates() if choice.template is None else (choice.template, None)
+    lazy = bool(prestart_for) and set(prestart_for) <= PROBE_FREE and own is not None
+    tokenizer = LazyTokenizer(choice.path, folder) if lazy else load_tokenizer(choice.path, folder)
+    text: str | None
+    if choice.template is not None:
+        text, tool_template = choice.template, None
+    elif lazy and own is not None:
+        text, tool_template = own
+    else:
+        text, tool_template = named_template(tokenizer), named_template(tokenizer, "tool_use")
     if text is None:
         raise UsageError(
             f"{choice.path}: the tokenizer has no chat template",
@@ -258,7 +267,7 @@ def load_context(
     ctx = VerifyContext(
         tokenizer,
         text,
-        tool_template=named_template(tokenizer, "tool_use") if choice.template is None else None,
+        tool_template=tool_template,
         folder=folder,
         variant=choice.variant,
         kwargs=choice.kwargs,

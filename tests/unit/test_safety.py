@@ -16,7 +16,9 @@ from hf_chat_templates.verification.results import CheckResult
 from ..helpers import REPO_ROOT, check, context
 
 HOSTILE = REPO_ROOT / "tests" / "hostile"
-CORPUS = sorted((REPO_ROOT / "tests" / "data" / "templates").glob("*/chat_template.jinja"))
+CORPUS = sorted((REPO_ROOT / "tests" / "data" / "templates").glob("*/chat_template.jinja")) + sorted(
+    (REPO_ROOT / "tests" / "data" / "unseen").glob("*/chat_template.jinja")
+)
 CORRECTED = sorted((REPO_ROOT / "model_configs").glob("*/corrected.jinja"))
 # The hostile templates added for these rules, and the rule each must draw.
 SAFETY_HOSTILE = {
@@ -50,10 +52,21 @@ SAFETY_HOSTILE = {
     # an instruction of a backdoor's kind behind a branch on the conversation's length, a keyword, a tool result,
     # or joined from single words: read in the text the template writes, in any branch (the prose scan's coverage
     # renders find the same text when only a rendering assembles it: test_safety_folded)
-    "long_conversation_gate": "HCT-S011",
+    "long_conversation_gate": "HCT-S008",
     "kwarg_gate": "HCT-S011",
     "tool_result_gate": "HCT-S011",
     "fold_prose_split": "HCT-S011",
+    # a trigger kept in a flag (followed through flags, an inline condition, a macro's parameter), text gated on
+    # the conversation's length or a count of turns, a prefilled answer, and growth that doubles (test_safety_flags)
+    "flag_keyword_system": "HCT-S008",
+    "flag_chain_macro": "HCT-S008",
+    "position_user_count": "HCT-S008",
+    "position_loop_index": "HCT-S008",
+    "prefill_configuration": "HCT-S016",
+    "bomb_doubling_trigger": "HCT-S009",
+    "bomb_self_add": "HCT-S009",
+    "bomb_center_self": "HCT-S009",
+    "bomb_repeat_power": "HCT-S009",
 }
 # The constructs that transformers' sandbox refuses: the safety finding names the same construct.
 SANDBOX_CONSTRUCTS = {
@@ -263,7 +276,7 @@ def test_a_template_that_adds_nothing_passes(good: Path) -> None:
 
 
 def test_rule_ids_are_stable() -> None:
-    assert list(RULES) == [f"HCT-S{n:03d}" for n in range(1, 16)]
+    assert list(RULES) == [f"HCT-S{n:03d}" for n in range(1, 17)]
     assert {severity for _, severity, _ in RULES.values()} == {"error", "warning", "info"}
 
 

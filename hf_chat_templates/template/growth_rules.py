@@ -1,0 +1,298 @@
+"""HCT-S009 for work that grows exponentially: a variable concatenated with itself in a loop (`{% set ns.s = ns.s ~
+ns.s %}` inside `{% for i in range(40) %}`: 2**40 characters), repeated by a constant (`{% set s = s * 3 %}`),
+padded to a multiple of its own length, or a string repeated by a product of constants too large to hold. Found
+statically, from the growth factor and the loops' bounds, never by rendering; whether or not a condition gates it
+(a trigger that arms a bomb is a bomb).
+
+A variable that grows by a factor `k` per step in loops of `n` steps in all reaches `k**n` times its size: over
+`MAX_GROWTH` is an error. A loop over the conversation (`for m in messages`) has no constant bound: growth per item
+is exponential in the conversation's length, and is an error too."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .folding import UNKNOWN, Folding
+from .safety_findings import SafetyFinding, Source
+
+MAX_GROWTH = 100_000  # times its size a variable may grow in one render (as `MAX_REPEAT_CHARS` for a repeat)
+_SIZES = frozenset({"length", "count", "wordcount", "first", "last", "random"})
+_PADS = frozenset({"center", "indent", "wordwrap", "truncate", "batch"})
+
+
+def _key(node: nodes.Node) -> str | None:
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.NSRef):
+        return f"{node.name}.{node.attr}"
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+        return f"{node.node.name}.{node.attr}"
+    return None
+
+
+def _reads(node: nodes.Node, key: str) -> int:
+    """How many times `node` writes the value of `key` into what it computes: not its size (`s | length`), not a
+    test, a condition or a subscript's key."""
+    if _key(node) == key and not (isinstance(node, nodes.Name) and node.ctx != "load"):
+        return 1
+    if isinstance(node, (nodes.Compare, nodes.Test)) or (isinstance(node, nodes.Filter) and node.name in _SIZES):
+        return 0
+    if isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "len":
+        return 0
+    skipped = {id(node.test)} if isinstance(node, nodes.CondExpr) else set()
+    if isinstance(node, nodes.Getitem):
+        skipped.add(id(node.arg))
+    if isinstance(node, nodes.CondExpr):  # one branch is taken: the larger
+        return max(_reads(b, key) for b in (node.expr1, node.expr2) if b is not None)
+    return sum(_reads(c, key) for c in node.iter_child_nodes() if id(c) not in skipped)
+
+
+def _factor(value: nodes.Node | list[nodes.Node], key: str, folding: Folding) -> float:
+    """How many times over an assignment of `value` to `key` makes `key` (1 when it does not grow with itself)."""
+    if isinstance(value, list):  # `{% set s %}{{ s }}{{ s }}{% endset %}`
+        return float(sum(_reads(n, key) for n in value)) or 1.0
+    factor = float(_reads(value, key))
+    for node in (value, *value.find_all((nodes.Mul, nodes.Filter, nodes.Call))):
+        if isinstance(node, nodes.Mul) and (_reads(node.left, key) or _reads(node.right, key)):
+            count = [folding.value(side) for side in (node.left, node.right)]
+            factor *= max((c for c in count if isinstance(c, int) and not isinstance(c, bool)), default=1)
+        elif (replaced := _replace_args(node)) is not None:  # `s | replace('x', 'xx')`, `s.replace('x', 'xx')`
+            base, args = replaced
+            old, new = (folding.value(a) for a in args[:2])
+            if _reads(base, key) and isinstance(old, str) and isinstance(new, str) and old and old in new:
+                factor *= len(new) / len(old)
+        elif isinstance(node, nodes.Filter) and node.name in _PADS and node.args and node.node is not None:
+            width = node.args[0]  # `s | center(s | length * 2)`: padded to a multiple of its own size
+            if _reads(node.node, key) and _sized_by(width, key):
+                count = [folding.value(n) for n in width.find_all(nodes.Const)]
+                factor = max(factor, max((c for c in count if isinstance(c, int) and c >= 2), default=1))
+    return factor
+
+
+def _replace_args(node: nodes.Node) -> tuple[nodes.Expr, list[nodes.Expr]] | None:
+    """(what is replaced in, the arguments) for `s | replace(a, b)` or `s.replace(a, b)`."""
+    if isinstance(node, nodes.Filter) and node.name == "replace" and len(node.args) >= 2 and node.node is not None:
+        return node.node, node.args
+    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.node.attr == "replace":
+        return (node.node.node, node.args) if len(node.args) >= 2 else None
+    return None
+
+
+def _sized_by(node: nodes.Node, key: str) -> bool:
+    return any(
+        isinstance(f, nodes.Filter) and f.name in ("length", "count") and f.node is not None and _key(f.node) == key
+        for f in (node, *node.find_all(nodes.Filter))
+    )
+
+
+def _steps(loop: nodes.For, folding: Folding) -> float:
+    """The iterations of a loop over a constant range or list; inf for one over the conversation or a keyword."""
+    it = loop.iter
+    if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range":
+        values = [folding.value(a) for a in it.args]
+        if values and len(values) <= 3 and all(isinstance(v, int) for v in values) and 0 not in values[2:]:
+            try:
+                return float(len(range(*values)))
+            except OverflowError:  # `range(10**400)`: `safety._work` names it
+                return math.inf
+        return math.inf
+    value = folding.value(it)
+    return float(len(value)) if value is not UNKNOWN and hasattr(value, "__len__") else math.inf
+
+
+def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S009: a variable that grows with itself past MAX_GROWTH times (or per item of an unbounded loop), in
+    the template's loops or in a macro's body at each call; and a macro that calls itself with its argument
+    doubled."""
+    macros = {m.name: m for m in ast.find_all(nodes.Macro)}
+    # variable -> [(growth factor of one assignment, (all its passes, the passes of constant loops), assignment)]
+    grown: dict[str, list[tuple[float, tuple[float, float], nodes.Node]]] = {}
+
+    # steps: (all the passes, inf past a loop with no constant bound; the passes of the constant loops alone)
+    def walk(node: nodes.Node, steps: tuple[float, float], inside: tuple[str, ...]) -> None:
+        for child in node.iter_child_nodes():
+            if isinstance(child, nodes.Macro):
+                continue  # read where it is called
+            if isinstance(child, nodes.For):
+                walk(child.iter, steps, inside)
+                passes = _steps(child, folding)
+                inner = (steps[0] * passes, steps[1] * (1.0 if math.isinf(passes) else passes))
+                for stmt in child.body:
+                    visit(stmt, inner, inside)
+                for stmt in child.else_:
+                    visit(stmt, steps, inside)
+            else:
+                visit(child, steps, inside)
+
+    def visit(node: nodes.Node, steps: tuple[float, float], inside: tuple[str, ...]) -> None:
+        if isinstance(node, (nodes.Assign, nodes.AssignBlock)) and (key := _key(node.target)):
+            factor = _factor(node.body if isinstance(node, nodes.AssignBlock) else node.node, key, folding)
+            if factor > 1:
+                grown.setdefault(key, []).append((factor, steps, node))
+        name = getattr(node.node, "name", None) if isinstance(node, nodes.Call) else None
+        if name in macros and name not in inside and len(inside) < 4:  # the macro's body, where it is called
+            for stmt in macros[name].body:
+                visit(stmt, steps, (*inside, name))
+        walk(node, steps, inside)
+
+    walk(ast, (1.0, 1.0), ())
+    for key, entries in grown.items():
+        factor, _, node = max(entries, key=lambda e: e[0])
+        size = sum(bounded * math.log10(f) for f, (_, bounded), _ in entries)
+        if size > math.log10(MAX_GROWTH):
+            passes = sum(bounded for _, (_, bounded), _ in entries)
+            how = f"grows {factor:g}-fold on each of {passes:,.0f} passes: about 10**{size:,.0f} times its size"
+        elif any(math.isinf(steps) for _, (steps, _), _ in entries):
+            how = f"grows {factor:g}-fold on every pass of a loop with no constant bound: exponential in the input"
+        else:
+            continue
+        yield SafetyFinding(
+            "HCT-S009",
+            node.lineno,
+            src.column(node.lineno, key.split(".")[-1]),
+            f"`{key}` is built from itself and {how} (over {MAX_GROWTH:,}): a render that never ends or exhausts "
+            "memory, whatever condition arms it",
+            construct=f"growth {key} {factor:g}",
+        )
+    yield from _recursive_growth(macros.values(), src, folding)
+
+
+def _recursive_growth(macros: Iterable[nodes.Macro], src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """A macro that calls itself with an argument built from itself twice (`m(s ~ s, n - 1)`), or that grows a
+    variable with itself and calls itself (`{% set ns.s = ns.s ~ ns.s %}{{ m(k - 1) }}`): 2**depth."""
+    for macro in macros:
+        recursive = [c for c in macro.find_all(nodes.Call) if getattr(c.node, "name", None) == macro.name]
+        sets: list[Any] = [*macro.find_all(nodes.Assign), *macro.find_all(nodes.AssignBlock)]
+        for assign in sets if recursive else []:
+            key = _key(assign.target)
+            value = assign.body if isinstance(assign, nodes.AssignBlock) else assign.node
+            if key and _factor(value, key, folding) > 1:
+                yield SafetyFinding(
+                    "HCT-S009",
+                    assign.lineno,
+                    src.column(assign.lineno, key.split(".")[-1]),
+                    f"`{key}` is built from itself in the macro `{macro.name}`, which calls itself: each level of "
+                    "recursion multiplies it, exponential in the depth",
+                    construct=f"recursive growth {macro.name} {key}",
+                )
+        for call in recursive:
+            for param, arg in zip(macro.args, call.args):
+                factor = _factor(arg, param.name, folding)
+                if factor > 1:
+                    yield SafetyFinding(
+                        "HCT-S009",
+                        call.lineno,
+                        src.column(call.lineno, macro.name),
+                        f"the macro `{macro.name}` calls itself with `{param.name}` grown {factor:g}-fold: each level "
+                        "of recursion multiplies it, exponential in the depth",
+                        construct=f"recursive growth {macro.name} {param.name}",
+                    )
+
+
+def repeats(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S009: a value repeated more than MAX_GROWTH times (`s * 2**30`, `(s * 1000) * 1000`, `'x' * 2**i` in a
+    loop over `range(40)`), a padding filter or a `range` as wide, at the largest value a loop over a constant range
+    gives its variable, and `|batch` filled to such a width. A literal repeated by constants, a constant width and a
+    constant range are `safety._work`'s."""
+    bounds = _loop_bounds(ast, folding)
+    inner = {id(c) for m in ast.find_all(nodes.Mul) for c in (m.left, m.right) if isinstance(c, nodes.Mul)}
+    node: Any
+    for node in ast.find_all((nodes.Mul, nodes.Filter, nodes.Call)):
+        if isinstance(node, (nodes.Filter, nodes.Call)):
+            yield from _wide(node, src, folding, bounds)
+            continue
+        if id(node) in inner:
+            continue
+        leaves = _leaves(node)
+        counts = [_largest(leaf, folding, bounds) for leaf in leaves]
+        numbers = [c for c in counts if c is not None]
+        repeated = [leaf for leaf, c in zip(leaves, counts) if c is None]
+        spelled = all(isinstance(folding.value(leaf), int) for leaf, c in zip(leaves, counts) if c is not None)
+        literal = all(isinstance(folding.value(leaf), (str, list)) for leaf in repeated)
+        if not repeated or not numbers or math.prod(numbers) <= MAX_GROWTH or (spelled and literal):
+            continue
+        times = math.prod(numbers)
+        amount = "an astronomical number of" if math.isinf(times) else f"{times:,.0f}"
+        yield SafetyFinding(
+            "HCT-S009",
+            node.lineno,
+            src.column(node.lineno, "*"),
+            f"repeats a value {amount} times (over {MAX_GROWTH:,}): a string or list of that size exhausts memory",
+            construct=f"repeat {times:.0f}",
+        )
+
+
+def _wide(node: nodes.Filter | nodes.Call, src: Source, folding: Folding, bounds: dict[str, float]) -> Iterator[Any]:
+    """A padding filter, `|batch` with a fill, or `range` wider than the bounds, at a width a loop variable gives
+    (a constant width is `safety._nested_work`'s, a constant range `safety._work`'s)."""
+    if isinstance(node, nodes.Filter):
+        fill = node.name != "batch" or len(node.args) >= 2 or any(k.key == "fill_with" for k in node.kwargs)
+        if node.name not in _PADS or not node.args or not fill:
+            return
+        arg, name, limit = node.args[0], node.name, MAX_GROWTH
+        constant_elsewhere = node.name != "batch"  # `safety._nested_work` reads a constant padding width
+    elif getattr(node.node, "name", None) == "range" and node.args:
+        arg, name, limit, constant_elsewhere = node.args[-1 if len(node.args) < 3 else 1], "range", 10_000, True
+    else:
+        return
+    width = _largest(arg, folding, bounds)
+    if width is None or width <= limit or (constant_elsewhere and isinstance(folding.value(arg), int)):
+        return
+    amount = "an astronomical number of" if math.isinf(width) else f"{width:,.0f}"
+    yield SafetyFinding(
+        "HCT-S009",
+        node.lineno,
+        src.column(node.lineno, name),
+        f"`{name}` reaches {amount} {'items' if name in ('range', 'batch') else 'characters'} (over {limit:,}) at "
+        "the largest value its loop gives it",
+        construct=f"{name} {width:.0f}",
+    )
+
+
+def _loop_bounds(ast: nodes.Template, folding: Folding) -> dict[str, float]:
+    """The largest value of each loop variable over a constant range or list of numbers."""
+    bounds: dict[str, float] = {}
+    for loop in ast.find_all(nodes.For):
+        if not isinstance(loop.target, nodes.Name):
+            continue
+        it = loop.iter
+        if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range" and it.args:
+            values = [folding.value(a) for a in it.args]
+            if all(isinstance(v, int) and v.bit_length() < 1000 for v in values) and len(values) <= 3:
+                bounds[loop.target.name] = float(max(values[0] - 1, 0) if len(values) == 1 else max(values[:2]))
+            continue
+        value = folding.value(it)
+        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            bounds[loop.target.name] = float(max(value))
+    return bounds
+
+
+def _largest(node: nodes.Node, folding: Folding, bounds: dict[str, float]) -> float | None:
+    """The largest number `node` can be: a constant, a loop variable's bound, arithmetic of those; else None."""
+    value = folding.value(node)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value) if value.bit_length() < 1000 else math.inf
+    if isinstance(node, nodes.Name):
+        return bounds.get(node.name)
+    if isinstance(node, (nodes.Pow, nodes.Mul, nodes.Add)):
+        left, right = _largest(node.left, folding, bounds), _largest(node.right, folding, bounds)
+        if left is None or right is None:
+            return None
+        if isinstance(node, nodes.Add):
+            return left + right
+        if isinstance(node, nodes.Mul):
+            return left * right
+        if left > 1 and right * math.log10(left) > 300:
+            return math.inf
+        return float(left**right) if left > 0 or (left == 0 and right >= 0) else None
+    return None
+
+
+def _leaves(node: nodes.Node) -> list[nodes.Node]:
+    if isinstance(node, nodes.Mul):
+        return [*_leaves(node.left), *_leaves(node.right)]
+    return [node]
