@@ -126,8 +126,10 @@ def debug_enabled() -> bool:
 # Options that keep torch visible: Ray may hand data to it (`prepare --engine ray`); prepare's own engine writes
 # Arrow with numpy and pyarrow, and datasets imports torch only to format rows as tensors.
 TORCH_OPTIONS = (("--engine", "ray"),)
-# Options that name a GGUF file: transformers builds a GGUF file's tokenizer with modules that import torch.
+# Options that name a GGUF file: a transformers without torch-free GGUF tokenizer converters (gguf/loading.py)
+# builds a GGUF file's tokenizer with modules that import torch.
 GGUF_OPTIONS = frozenset({"--gguf", "--against"})
+GGUF_CONVERTERS = ("integrations", "gguf", "gguf_tokenizer_mapping.py")
 # Container allocations between two young-generation collections (CPython's default is 700): a command allocates
 # millions of objects (transformers' import, a tokenizer.json of 17 MB parsed), and each collection of the older
 # generations walks everything the process holds.
@@ -151,7 +153,12 @@ def process_settings(args: list[str]) -> None:
     young, middle, old = gc.get_threshold()
     if young:  # 0: automatic collection is off, and stays off
         gc.set_threshold(max(GC_YOUNG_THRESHOLD, young), middle, old)
-    if "torch" in sys.modules or "transformers" in sys.modules or _keeps_torch(args) or _names_gguf(args):
+    if (
+        "torch" in sys.modules
+        or "transformers" in sys.modules
+        or _keeps_torch(args)
+        or (_names_gguf(args) and _gguf_needs_torch())
+    ):
         return
     if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide (transformers says so, as ever)
         return
@@ -180,6 +187,15 @@ def _names_gguf(args: list[str]) -> bool:
         return any(a.split("=", 1)[0] in GGUF_OPTIONS or is_gguf(a) for a in args)
     except Exception:  # an argument no path can be made of: the command reports it, with torch as it is
         return True
+
+
+def _gguf_needs_torch() -> bool:
+    """Whether the installed transformers lacks the torch-free GGUF tokenizer converters, found without importing
+    it (an import of transformers would import torch)."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return not any(Path(root, *GGUF_CONVERTERS).is_file() for root in spec.submodule_search_locations)
 
 
 def exit_code(err: BaseException) -> int:
