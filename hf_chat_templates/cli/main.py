@@ -1,15 +1,16 @@
-"""The entry point: run a command, and turn every expected error into a message and an exit code.
+"""The entry point: run a command, and turn every error into a message and an exit code.
 
-Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error. Errors print what
-failed and what to do; HF_CHAT_TEMPLATES_DEBUG=1 (or true, yes, on) adds the traceback and changes nothing else, the
-exit code included. A command is one render run: renders of one template share one budget. A library error names its
-arguments with `errors.option(name)`; here they are written as the options that set them (`max_length` →
-`--max-length`). A command that finds failures (verify) exits 1 itself; `push` raises VerificationFailed.
+Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error, 3 an internal error
+(an unexpected exception: a bug to report). Errors print what failed and what to do; HF_CHAT_TEMPLATES_DEBUG=1 (or
+true, yes, on) adds the traceback and changes nothing else, the exit code included. A command is one render run:
+renders of one template share one budget. A library error names its arguments with `errors.option(name)`; here
+they are written as the options that set them (`max_length` → `--max-length`). A command that finds failures
+(verify) exits 1 itself; `push` raises VerificationFailed.
 
 Run as a program (the `hf-chat-templates` script, `python -m hf_chat_templates`), the process is set up for one
 short command (`process_settings`): the collector runs less often, and torch is hidden (but from `prepare --engine
-ray` and a GGUF file's tokenizer), so that transformers does not import it. Called with an argument list (tests,
-scripts), nothing changes.
+ray`, and a GGUF file's tokenizer when transformers builds it only with torch), so that transformers does not import
+it. Called with an argument list (tests, scripts), nothing changes.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (click.ClickException, 2),
     (HfChatTemplatesError, 2),
     (KeyboardInterrupt, 2),
-    (Exception, 2),
+    (Exception, 3),  # none of the above: a bug in this program, not the user's input
 )
 
 
@@ -103,9 +104,9 @@ def _report(err: BaseException) -> None:
         click.echo("terminated (SIGTERM); nothing was published, staging removed", err=True)
     elif isinstance(err, KeyboardInterrupt):
         click.echo("interrupted; nothing was published", err=True)
-    else:  # an unexpected failure is still reported without a traceback by default
-        click.echo(f"error: unexpected {type(err).__name__}: {err}", err=True)
-        click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
+    else:  # an unexpected failure (exit 3) is still reported without a traceback by default
+        click.echo(f"error: unexpected {type(err).__name__}: {err} (an internal error of hf-chat-templates)", err=True)
+        click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report this, with the command", err=True)
 
 
 def debug_enabled() -> bool:
@@ -221,8 +222,8 @@ def error_document(err: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and turn expected errors into a message and exit code 2. Without `argv` (a program's
-    own command line), the process is set up for one command first (`process_settings`)."""
+    """Entry point: run the CLI and turn errors into a message and an exit code (`EXIT_CODES`). Without `argv` (a
+    program's own command line), the process is set up for one command first (`process_settings`)."""
     if argv is None:
         process_settings(sys.argv[1:])
         handle_sigterm()
