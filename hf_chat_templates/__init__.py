@@ -12,7 +12,7 @@ command line. Importing this package is light: transformers is imported only by 
 
 from __future__ import annotations
 
-from . import _version
+from . import _compat, _version
 from .errors import HfChatTemplatesError
 from .families.registry import Family, Variant, get_family, list_families
 from .installation.apply import apply_install, install
@@ -28,6 +28,7 @@ from .verification.results import CheckResult, VerificationReport
 from .verification.runner import verify, verify_all
 
 __version__ = _version.package_version()
+_compat.quiet_no_torch_notice()  # transformers' notice when torch is absent or hidden
 
 __all__ = [
     "CheckResult",

@@ -19,7 +19,6 @@ import functools
 import gc
 import importlib.util
 import itertools
-import logging
 import os
 import signal
 import sys
@@ -135,13 +134,6 @@ GGUF_CONVERTERS = ("integrations", "gguf", "gguf_tokenizer_mapping.py")
 # millions of objects (transformers' import, a tokenizer.json of 17 MB parsed), and each collection of the older
 # generations walks everything the process holds.
 GC_YOUNG_THRESHOLD = 50_000
-# What transformers logs once, at import, when torch is hidden; the command line never uses torch.
-_NO_TORCH_NOTICE = "PyTorch was not found"
-
-
-class _NoTorchNotice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return _NO_TORCH_NOTICE not in record.getMessage()
 
 
 def process_settings(args: list[str]) -> None:
@@ -161,10 +153,9 @@ def process_settings(args: list[str]) -> None:
         or (_names_gguf(args) and _gguf_needs_torch())
     ):
         return
-    if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide (transformers says so, as ever)
+    if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide
         return
-    sys.modules["torch"] = None  # type: ignore[assignment]
-    logging.getLogger("transformers").addFilter(_NoTorchNotice())
+    sys.modules["torch"] = None  # type: ignore[assignment]  # transformers' notice of it: see _compat
 
 
 def _keeps_torch(args: list[str]) -> bool:

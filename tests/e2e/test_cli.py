@@ -67,7 +67,7 @@ def test_a_command_line_process_leaves_torch_out() -> None:
     installed = importlib.util.find_spec("torch") is not None  # without torch there is nothing to hide
     hidden = subprocess.run([sys.executable, "-c", code, "verify", "x"], capture_output=True, text=True, check=True)
     assert f"HIDDEN {installed} YOUNG True" in hidden.stdout
-    assert installed is ("PyTorch" not in hidden.stderr)
+    assert "PyTorch" not in hidden.stderr
     gguf = (["verify", "model.gguf"], ["verify", "x", "--against=folder"], ["install", "f", "--gguf", "m.gguf"])
     for local in (["prepare", "x", "y", "-o", "z"], ["prepare", "x", "--conversations", __file__], *gguf):
         prepared = subprocess.run([sys.executable, "-c", code, *local], capture_output=True, text=True)
@@ -76,6 +76,22 @@ def test_a_command_line_process_leaves_torch_out() -> None:
     for kept in (["prepare", "x", "--engine", "ray"], ["prepare", "--engine=ray"], hub):
         run = subprocess.run([sys.executable, "-c", code, *kept], capture_output=True, text=True, check=True)
         assert "HIDDEN False YOUNG True" in run.stdout, kept
+
+
+def test_transformers_notice_without_torch_is_silenced_on_import() -> None:
+    """Without torch (absent, or hidden as here), transformers logs "PyTorch was not found" at import; importing the
+    package first drops that notice, in any process, and keeps transformers' other messages."""
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "import hf_chat_templates\n"
+        "import transformers\n"
+        "from transformers.utils import logging\n"
+        "logging.get_logger('transformers').warning('another message')\n"
+    )
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "warning"}  # the suite's own setting would hide both
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "PyTorch" not in done.stderr and "another message" in done.stderr
 
 
 def test_prepare_runs_in_a_command_line_process_with_torch_hidden(
