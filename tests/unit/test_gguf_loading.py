@@ -74,10 +74,8 @@ def test_the_tokenizer_is_the_one_transformers_builds_from_the_file(
 
     gguf = read_gguf(files[model])
     ours = load_gguf_tokenizer(gguf)
-    only = (
-        tokenizer_only(gguf.path, tmp_path / "only" / gguf.path.name) if (tmp_path / "only").mkdir() is None else None
-    )
-    assert only is not None
+    (tmp_path / "only").mkdir()
+    only = tokenizer_only(gguf.path, tmp_path / "only" / gguf.path.name)  # what transformers reads
     theirs = PreTrainedTokenizerFast.from_pretrained(str(only.parent), gguf_file=only.name)
     theirs.chat_template = ours.chat_template  # type: ignore[attr-defined]
     assert saved(ours, tmp_path / "ours") == saved(theirs, tmp_path / "theirs")
