@@ -6,12 +6,13 @@
 
 The pipeline, one folder a stage: `families` (the registry) -> `installation` -> `verification` -> `training`
 -> `view` -> `publish`, on foundations that import no stage: `template`, `tokenizer`, `conversations`, `errors`,
-`outputs` (the one writer) and `_compat` (every private access to another package). `cli` is the command line.
-Importing this package is light: transformers is imported only by the functions that need it.
+`outputs` (the one writer), `_compat` (every private access to another package) and `_version`. `cli` is the
+command line. Importing this package is light: transformers is imported only by the functions that need it.
 """
 
 from __future__ import annotations
 
+from . import _compat, _version
 from .errors import HfChatTemplatesError
 from .families.registry import Family, Variant, get_family, list_families
 from .installation.apply import apply_install, install
@@ -26,7 +27,8 @@ from .training.features import TrainingFeatures
 from .verification.results import CheckResult, VerificationReport
 from .verification.runner import verify, verify_all
 
-__version__ = "0.1.0"
+__version__ = _version.package_version()
+_compat.quiet_no_torch_notice()  # transformers' notice when torch is absent or hidden
 
 __all__ = [
     "CheckResult",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -151,6 +152,27 @@ def join_generator() -> Any:
             self.write("))")
 
     return JoinGenerator
+
+
+# ---- transformers: the notice it logs at import without torch ------------------------------------------------
+
+# What transformers logs once, at import, when torch is absent or hidden (transformers/__init__.py,
+# `logger.warning_advice`, on the "transformers" logger). This package never needs torch for what it does with
+# transformers (tokenizers and templates), so the notice is noise on every command and in every worker.
+NO_TORCH_NOTICE = "PyTorch was not found"
+
+
+class _NoTorchNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return NO_TORCH_NOTICE not in record.getMessage()
+
+
+def quiet_no_torch_notice() -> None:
+    """Drop transformers' "PyTorch was not found" notice (and nothing else it logs), once per process; importing
+    transformers is not needed (the logger is the standard library's)."""
+    logger = logging.getLogger("transformers")
+    if not any(isinstance(f, _NoTorchNotice) for f in logger.filters):
+        logger.addFilter(_NoTorchNotice())
 
 
 # ---- tokenizers: a component's settings --------------------------------------------------------------------------

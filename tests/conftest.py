@@ -62,18 +62,39 @@ def _unit_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.fixture(scope="session")
+def _js_engine() -> str | None:
+    """transformers.js's profile for tests/real and tests/e2e: when the pinned @huggingface/jinja is not in the
+    package's js folder and node and npm are on PATH, it is installed there with npm on first use (what a user runs:
+    `install_command()`), so the suite's one command runs that profile too; otherwise it skips, its reason naming the
+    install command. None when the profile can run, else why not."""
+    from hf_chat_templates.template.engines.js import TransformersJsEngine, install_js_engine
+
+    reason = TransformersJsEngine().unavailable()
+    if reason is None or shutil.which("node") is None or shutil.which("npm") is None:
+        return reason
+    try:
+        install_js_engine(timeout=240)
+    except RuntimeError as err:
+        return f"{reason}; installing it failed: {err}"
+    return TransformersJsEngine().unavailable()
+
+
 @pytest.fixture(autouse=True)
 def _no_node_in_unit(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The unit tier runs no subprocess: the transformers.js profile (a node process) is unavailable there, so
     engine-parity skips it with its reason, and verify's workers (llama.cpp, the official renderers) cannot start,
     so their work is done in the test's process; tests/real runs them. What its commands keep in the cache folder
-    (records of checked files, proofs) goes to one of the session's own, not the user's."""
+    (records of checked files, proofs) goes to one of the session's own, not the user's. tests/real and tests/e2e
+    get the profile when node and npm can bring it (`_js_engine`)."""
     if tier_of(request.node.path) == "unit":
         from hf_chat_templates.template.engines import json_worker
 
         monkeypatch.setenv("HF_CHAT_TEMPLATES_JS_DIR", str(TESTS / "no-js-in-the-unit-tier"))
         monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(request.getfixturevalue("_unit_cache")))
         monkeypatch.setattr(json_worker, "_popen", lambda command: None)
+    else:
+        request.getfixturevalue("_js_engine")
 
 
 def _refuse_in_unit(fixture: str) -> None:

@@ -141,12 +141,12 @@ def declaration_options(func: F) -> F:
 
 
 def _add_family_folders(ctx: click.Context, param: click.Parameter, value: tuple[Path, ...]) -> None:
-    """Read families from these folders too, for this run (they go before HF_CHAT_TEMPLATES_FAMILIES)."""
+    """Read families from these folders too, for this command (they go before HF_CHAT_TEMPLATES_FAMILIES); the
+    registry forgets them when the command's context closes."""
     if value:
-        from ..families.registry import FAMILIES_ENV
+        from ..families.registry import family_folders
 
-        current = [p for p in os.environ.get(FAMILIES_ENV, "").split(os.pathsep) if p]
-        os.environ[FAMILIES_ENV] = os.pathsep.join(dict.fromkeys([*map(str, value), *current]))
+        ctx.with_resource(family_folders(value))
 
 
 def families_option(func: F) -> F:

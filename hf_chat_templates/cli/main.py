@@ -1,15 +1,16 @@
-"""The entry point: run a command, and turn every expected error into a message and an exit code.
+"""The entry point: run a command, and turn every error into a message and an exit code.
 
-Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error. Errors print what
-failed and what to do; HF_CHAT_TEMPLATES_DEBUG=1 (or true, yes, on) adds the traceback and changes nothing else, the
-exit code included. A command is one render run: renders of one template share one budget. A library error names its
-arguments with `errors.option(name)`; here they are written as the options that set them (`max_length` →
-`--max-length`). A command that finds failures (verify) exits 1 itself; `push` raises VerificationFailed.
+Exit codes: 0 success, 1 verification found failures, 2 usage, input or environment error, 3 an internal error
+(an unexpected exception: a bug to report). Errors print what failed and what to do; HF_CHAT_TEMPLATES_DEBUG=1 (or
+true, yes, on) adds the traceback and changes nothing else, the exit code included. A command is one render run:
+renders of one template share one budget. A library error names its arguments with `errors.option(name)`; here
+they are written as the options that set them (`max_length` → `--max-length`). A command that finds failures
+(verify) exits 1 itself; `push` raises VerificationFailed.
 
 Run as a program (the `hf-chat-templates` script, `python -m hf_chat_templates`), the process is set up for one
 short command (`process_settings`): the collector runs less often, and torch is hidden (but from `prepare --engine
-ray` and a GGUF file's tokenizer), so that transformers does not import it. Called with an argument list (tests,
-scripts), nothing changes.
+ray`, and a GGUF file's tokenizer when transformers builds it only with torch), so that transformers does not import
+it. Called with an argument list (tests, scripts), nothing changes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import functools
 import gc
 import importlib.util
 import itertools
-import logging
 import os
 import signal
 import sys
@@ -80,7 +80,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (click.ClickException, 2),
     (HfChatTemplatesError, 2),
     (KeyboardInterrupt, 2),
-    (Exception, 2),
+    (Exception, 3),  # none of the above: a bug in this program, not the user's input
 )
 
 
@@ -103,9 +103,9 @@ def _report(err: BaseException) -> None:
         click.echo("terminated (SIGTERM); nothing was published, staging removed", err=True)
     elif isinstance(err, KeyboardInterrupt):
         click.echo("interrupted; nothing was published", err=True)
-    else:  # an unexpected failure is still reported without a traceback by default
-        click.echo(f"error: unexpected {type(err).__name__}: {err}", err=True)
-        click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report it", err=True)
+    else:  # an unexpected failure (exit 3) is still reported without a traceback by default
+        click.echo(f"error: unexpected {type(err).__name__}: {err} (an internal error of hf-chat-templates)", err=True)
+        click.echo(f"  to fix: rerun with {DEBUG_ENV}=1 for the traceback and report this, with the command", err=True)
 
 
 def debug_enabled() -> bool:
@@ -126,19 +126,14 @@ def debug_enabled() -> bool:
 # Options that keep torch visible: Ray may hand data to it (`prepare --engine ray`); prepare's own engine writes
 # Arrow with numpy and pyarrow, and datasets imports torch only to format rows as tensors.
 TORCH_OPTIONS = (("--engine", "ray"),)
-# Options that name a GGUF file: transformers builds a GGUF file's tokenizer with modules that import torch.
+# Options that name a GGUF file: a transformers without torch-free GGUF tokenizer converters (gguf/loading.py)
+# builds a GGUF file's tokenizer with modules that import torch.
 GGUF_OPTIONS = frozenset({"--gguf", "--against"})
+GGUF_CONVERTERS = ("integrations", "gguf", "gguf_tokenizer_mapping.py")
 # Container allocations between two young-generation collections (CPython's default is 700): a command allocates
 # millions of objects (transformers' import, a tokenizer.json of 17 MB parsed), and each collection of the older
 # generations walks everything the process holds.
 GC_YOUNG_THRESHOLD = 50_000
-# What transformers logs once, at import, when torch is hidden; the command line never uses torch.
-_NO_TORCH_NOTICE = "PyTorch was not found"
-
-
-class _NoTorchNotice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return _NO_TORCH_NOTICE not in record.getMessage()
 
 
 def process_settings(args: list[str]) -> None:
@@ -151,12 +146,16 @@ def process_settings(args: list[str]) -> None:
     young, middle, old = gc.get_threshold()
     if young:  # 0: automatic collection is off, and stays off
         gc.set_threshold(max(GC_YOUNG_THRESHOLD, young), middle, old)
-    if "torch" in sys.modules or "transformers" in sys.modules or _keeps_torch(args) or _names_gguf(args):
+    if (
+        "torch" in sys.modules
+        or "transformers" in sys.modules
+        or _keeps_torch(args)
+        or (_names_gguf(args) and _gguf_needs_torch())
+    ):
         return
-    if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide (transformers says so, as ever)
+    if importlib.util.find_spec("torch") is None:  # not installed: nothing to hide
         return
-    sys.modules["torch"] = None  # type: ignore[assignment]
-    logging.getLogger("transformers").addFilter(_NoTorchNotice())
+    sys.modules["torch"] = None  # type: ignore[assignment]  # transformers' notice of it: see _compat
 
 
 def _keeps_torch(args: list[str]) -> bool:
@@ -182,6 +181,15 @@ def _names_gguf(args: list[str]) -> bool:
         return True
 
 
+def _gguf_needs_torch() -> bool:
+    """Whether the installed transformers lacks the torch-free GGUF tokenizer converters, found without importing
+    it (an import of transformers would import torch)."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return not any(Path(root, *GGUF_CONVERTERS).is_file() for root in spec.submodule_search_locations)
+
+
 def exit_code(err: BaseException) -> int:
     return next(code for kind, code in EXIT_CODES if isinstance(err, kind))
 
@@ -205,8 +213,8 @@ def error_document(err: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and turn expected errors into a message and exit code 2. Without `argv` (a program's
-    own command line), the process is set up for one command first (`process_settings`)."""
+    """Entry point: run the CLI and turn errors into a message and an exit code (`EXIT_CODES`). Without `argv` (a
+    program's own command line), the process is set up for one command first (`process_settings`)."""
     if argv is None:
         process_settings(sys.argv[1:])
         handle_sigterm()

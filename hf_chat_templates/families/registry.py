@@ -11,10 +11,11 @@ that is missing or does not parse, each raise ConfigError/TemplateError naming t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -334,10 +335,28 @@ def _entry_point_roots() -> list[Path]:
     return roots
 
 
+# Folders given for a run (`family_folders`, the CLI's --families): this process's state, never its environment.
+_RUN_FOLDERS: list[tuple[Path, ...]] = []
+
+
+@contextlib.contextmanager
+def family_folders(folders: Iterable[str | Path]) -> Iterator[tuple[Path, ...]]:
+    """Read families from `folders` too within the context, before those of HF_CHAT_TEMPLATES_FAMILIES: what the
+    CLI's --families does for one command. Nothing outlives the context (os.environ is left as it is)."""
+    added = tuple(Path(f) for f in folders)
+    _RUN_FOLDERS.append(added)
+    try:
+        yield added
+    finally:
+        _RUN_FOLDERS.remove(added)
+
+
 def family_roots() -> tuple[Path, ...]:
-    """Where families are read from, in order: the bundled ones, the folders in HF_CHAT_TEMPLATES_FAMILIES
-    (separated by the path separator), and the folders other packages ship through the entry-point group."""
-    extra = [Path(p) for p in os.environ.get(FAMILIES_ENV, "").split(os.pathsep) if p]
+    """Where families are read from, in order: the bundled ones, the folders of `family_folders` (innermost
+    first), the folders in HF_CHAT_TEMPLATES_FAMILIES (separated by the path separator), and the folders other
+    packages ship through the entry-point group."""
+    given = [root for folders in reversed(_RUN_FOLDERS) for root in folders]
+    extra = [*given, *(Path(p) for p in os.environ.get(FAMILIES_ENV, "").split(os.pathsep) if p)]
     for root in extra:
         if not root.is_dir():
             raise ConfigError(

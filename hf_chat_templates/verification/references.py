@@ -72,6 +72,9 @@ def _arguments(fn: dict[str, Any]) -> str:
 # ---- Harmony ---------------------------------------------------------------------------------------------------
 
 
+HARMONY_VOCABULARY_ENV = "TIKTOKEN_ENCODINGS_BASE"
+
+
 @functools.lru_cache(maxsize=1)
 def harmony_encoding() -> Any:
     """The gpt-oss encoding, loaded once per process (it reads and indexes the o200k vocabulary)."""
@@ -81,8 +84,15 @@ def harmony_encoding() -> Any:
         raise missing_dependency("openai-harmony", "reference", "reference-parity for gpt-oss") from None
     from openai_harmony import HarmonyEncodingName, load_harmony_encoding
 
-    os.environ.setdefault("TIKTOKEN_ENCODINGS_BASE", str(o200k_tiktoken_file().parent))
-    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    # Harmony reads the vocabulary's folder from this variable while it loads; set for the load only, so the
+    # process environment (and what a child process inherits) is left as the caller had it.
+    if os.environ.get(HARMONY_VOCABULARY_ENV):
+        return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    os.environ[HARMONY_VOCABULARY_ENV] = str(o200k_tiktoken_file().parent)
+    try:
+        return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    finally:
+        del os.environ[HARMONY_VOCABULARY_ENV]
 
 
 def _harmony_turns(messages: list[dict[str, Any]]) -> list[Any]:

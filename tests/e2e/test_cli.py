@@ -54,8 +54,8 @@ def test_light_import_path() -> None:
 
 def test_a_command_line_process_leaves_torch_out() -> None:
     """The process of one command hides torch from transformers, and says nothing about it, but for `prepare
-    --engine ray` (Ray may hand data to torch), conversations from the Hub (datasets' hasher imports torch) and a
-    GGUF file (transformers builds its tokenizer with modules that import torch)."""
+    --engine ray` (Ray may hand data to torch) and conversations from the Hub (datasets' hasher imports torch). A GGUF
+    file's tokenizer is built without torch, so a command naming one hides it too."""
     code = (
         "import gc, sys\n"
         "from hf_chat_templates.cli.main import process_settings\n"
@@ -67,15 +67,31 @@ def test_a_command_line_process_leaves_torch_out() -> None:
     installed = importlib.util.find_spec("torch") is not None  # without torch there is nothing to hide
     hidden = subprocess.run([sys.executable, "-c", code, "verify", "x"], capture_output=True, text=True, check=True)
     assert f"HIDDEN {installed} YOUNG True" in hidden.stdout
-    assert installed is ("PyTorch" not in hidden.stderr)
-    for local in (["prepare", "x", "y", "-o", "z"], ["prepare", "x", "--conversations", __file__]):
+    assert "PyTorch" not in hidden.stderr
+    gguf = (["verify", "model.gguf"], ["verify", "x", "--against=folder"], ["install", "f", "--gguf", "m.gguf"])
+    for local in (["prepare", "x", "y", "-o", "z"], ["prepare", "x", "--conversations", __file__], *gguf):
         prepared = subprocess.run([sys.executable, "-c", code, *local], capture_output=True, text=True)
         assert f"HIDDEN {installed} YOUNG True" in prepared.stdout, local
     hub = ["prepare", "x", "--conversations", "org/dataset"]  # datasets' hasher imports torch when it is in sight
-    kept_for = (["prepare", "x", "--engine", "ray"], ["prepare", "--engine=ray"], ["verify", "model.gguf"], hub)
-    for kept in (*kept_for, ["verify", "x", "--against=folder"]):
+    for kept in (["prepare", "x", "--engine", "ray"], ["prepare", "--engine=ray"], hub):
         run = subprocess.run([sys.executable, "-c", code, *kept], capture_output=True, text=True, check=True)
         assert "HIDDEN False YOUNG True" in run.stdout, kept
+
+
+def test_transformers_notice_without_torch_is_silenced_on_import() -> None:
+    """Without torch (absent, or hidden as here), transformers logs "PyTorch was not found" at import; importing the
+    package first drops that notice, in any process, and keeps transformers' other messages."""
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "import hf_chat_templates\n"
+        "import transformers\n"
+        "from transformers.utils import logging\n"
+        "logging.get_logger('transformers').warning('another message')\n"
+    )
+    env = {**os.environ, "TRANSFORMERS_VERBOSITY": "warning"}  # the suite's own setting would hide both
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "PyTorch" not in done.stderr and "another message" in done.stderr
 
 
 def test_prepare_runs_in_a_command_line_process_with_torch_hidden(

@@ -1,10 +1,10 @@
 """transformers.js's profile: real templates rendered by @huggingface/jinja in node, compared with transformers on
 the real base tokenizers.
 
-The package comes from the cache folder `.ci/run` installs it into (`npm install --prefix ...`, the command
-`TransformersJsEngine().unavailable()` prints). When it is not there and npm is, the module installs the pinned
-version into a temporary folder first; without node, or when npm cannot install it, every test that needs it is
-skipped with that reason.
+The package comes from the package's js folder, where tests/conftest.py installs it with npm on first use (the
+command `TransformersJsEngine().unavailable()` prints). When it is not there and npm is, the module installs the
+pinned version into a temporary folder first; without node, or when npm cannot install it, every test that needs
+it is skipped with that reason.
 """
 
 from __future__ import annotations

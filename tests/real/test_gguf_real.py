@@ -105,6 +105,29 @@ def test_transformers_tokenizer_from_the_gguf_encodes_like_the_folder(llama3_ggu
     assert compared > 30
 
 
+@pytest.mark.parametrize("name", ["base.gguf", "installed.gguf"])
+def test_the_tokenizer_without_torch_is_transformers_own(
+    llama3_gguf: dict[str, Path], name: str, tmp_path: Path
+) -> None:
+    """This package's torch-free build of the GGUF tokenizer against transformers' from_pretrained(gguf_file=...),
+    which reads the file with torch: the same tokenizer.json and tokenizer_config.json, the same ids."""
+    pytest.importorskip("torch", reason="transformers' own GGUF reader needs torch: pip install torch==2.13.0")
+    from transformers import PreTrainedTokenizerFast
+
+    from hf_chat_templates.gguf.loading import tokenizer_only
+    from tests.unit.test_gguf_loading import TEXTS, saved
+
+    gguf = read_gguf(llama3_gguf[name])
+    ours = load_gguf_tokenizer(gguf)
+    (tmp_path / "only").mkdir()
+    only = tokenizer_only(gguf.path, tmp_path / "only" / name)
+    theirs = PreTrainedTokenizerFast.from_pretrained(str(only.parent), gguf_file=only.name)
+    theirs.chat_template = ours.chat_template  # type: ignore[attr-defined]
+    assert saved(ours, tmp_path / "ours") == saved(theirs, tmp_path / "theirs")
+    for text in (*TEXTS, "<|start_header_id|>user<|end_header_id|>\n\nПривет 🌍 12345<|eot_id|>"):
+        assert ours.encode(text) == theirs.encode(text)  # type: ignore[attr-defined]
+
+
 def test_no_bos_postprocessor_sets_add_bos_false_as_the_folder_install_drops_it(
     llama3_gguf: dict[str, Path], tmp_path: Path
 ) -> None:

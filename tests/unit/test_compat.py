@@ -36,6 +36,7 @@ COVERED = {
     "dataset_state",
     "arrow_writer",
     "hidden_torch_out_of_sight",
+    "quiet_no_torch_notice",
     "llama_header_ids",
 }
 
@@ -403,3 +404,25 @@ def test_llama_header_ids() -> None:
     assert _compat.llama_header_ids(chat, "user")[1:-2] == tokenizer.encode("user", bos=False, eos=False)
     # the tool role is written as ipython
     assert _compat.llama_header_ids(chat, "tool")[1:-2] == tokenizer.encode("ipython", bos=False, eos=False)
+
+
+# ---- transformers' notice without torch ------------------------------------------------------------------------
+
+
+def test_quiet_no_torch_notice_drops_that_notice_only_and_is_added_once() -> None:
+    import logging
+
+    logger = logging.getLogger("transformers")
+    _compat.quiet_no_torch_notice()
+    _compat.quiet_no_torch_notice()
+    assert sum(isinstance(f, _compat._NoTorchNotice) for f in logger.filters) == 1  # importing the package added it
+
+    def record(message: str) -> logging.LogRecord:
+        return logger.makeRecord("transformers", logging.WARNING, __file__, 1, message, None, None)
+
+    notice = (
+        f"{_compat.NO_TORCH_NOTICE}. Models won't be available and only tokenizers, configuration and file/data "
+        "utilities can be used."
+    )
+    assert not logger.filter(record(notice))
+    assert logger.filter(record("Token indices sequence length is longer than the specified maximum"))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,53 @@ def test_json_on_a_usage_error_of_the_parser(capsys: pytest.CaptureFixture[str])
 def test_without_json_stdout_stays_empty_on_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, stdout, stderr = run(capsys, "verify", str(tmp_path / "missing"))
     assert code == 2 and stdout == "" and "no such folder" in stderr
+
+
+# ---- exit 3: an internal error, not the user's input ------------------------------------------------------------
+
+
+def _fails_with(err: BaseException) -> object:
+    def render_run() -> object:
+        raise err
+
+    return render_run
+
+
+@pytest.mark.parametrize("err", [RuntimeError("boom"), KeyError("x"), AttributeError("'NoneType' has no 'y'")])
+def test_an_unexpected_error_exits_3_and_asks_for_a_report(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, err: Exception
+) -> None:
+    monkeypatch.setattr(sys.modules["hf_chat_templates.cli.main"], "render_run", _fails_with(err))
+    monkeypatch.delenv("HF_CHAT_TEMPLATES_DEBUG", raising=False)
+    code, stdout, stderr = run(capsys, "verify", "x")
+    assert code == 3 and stdout == "" and "Traceback" not in stderr
+    assert f"unexpected {type(err).__name__}" in stderr and "internal error" in stderr
+    assert "HF_CHAT_TEMPLATES_DEBUG=1" in stderr and "report this" in stderr
+    code, stdout, _ = run(capsys, "verify", "x", "--json")
+    assert code == 3 and json.loads(stdout)["exit_code"] == 3
+
+
+@pytest.mark.parametrize(
+    "err, code",
+    [
+        (errors.UsageError("bad"), 2),
+        (errors.TokenizerFolderError("gone"), 2),
+        (errors.MissingDependencyError("needs x"), 2),
+        (KeyboardInterrupt(), 2),
+    ],
+)
+def test_input_errors_and_interrupts_keep_their_exit_code(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, err: BaseException, code: int
+) -> None:
+    monkeypatch.setattr(sys.modules["hf_chat_templates.cli.main"], "render_run", _fails_with(err))
+    got, _, stderr = run(capsys, "verify", "x")
+    assert got == code and "report this" not in stderr
+
+
+def test_the_exit_code_table() -> None:
+    from hf_chat_templates.cli.main import Terminated, exit_code
+    from hf_chat_templates.publish.hub import VerificationFailed
+
+    assert exit_code(ValueError("x")) == 3 and exit_code(OSError("x")) == 3  # builtins not raised on purpose
+    assert exit_code(errors.UsageError("x")) == 2 and exit_code(Terminated()) == 143
+    assert exit_code(VerificationFailed.__new__(VerificationFailed)) == 1

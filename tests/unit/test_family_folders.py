@@ -5,6 +5,7 @@ given twice is an error, never one family silently hiding another."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -13,7 +14,13 @@ import pytest
 
 from hf_chat_templates import get_family, list_families
 from hf_chat_templates.errors import ConfigError
-from hf_chat_templates.families.registry import ENTRY_POINT_GROUP, FAMILIES_ENV, _load_all
+from hf_chat_templates.families.registry import (
+    ENTRY_POINT_GROUP,
+    FAMILIES_ENV,
+    _load_all,
+    family_folders,
+    family_roots,
+)
 
 from ..helpers import REPO_ROOT, run
 
@@ -31,7 +38,7 @@ def family_folder(root: Path, name: str, source: str = "llama3.2-pythonic") -> P
 
 @pytest.fixture(autouse=True)
 def no_extra_folders(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(FAMILIES_ENV, "")  # restored after each test, also when the CLI changes it
+    monkeypatch.setenv(FAMILIES_ENV, "")  # restored after each test
     _load_all.cache_clear()
 
 
@@ -59,6 +66,36 @@ def test_the_cli_option(capsys: pytest.CaptureFixture[str], tmp_path: Path, toy_
     )
     assert code == 0, err
     assert json.loads(out)["family"] == "my-llama" and (tmp_path / "out" / "chat_template.jinja").exists()
+
+
+def test_the_cli_option_leaves_the_environment_and_the_registry_as_they_were(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = family_folder(tmp_path / "mine", "my-llama")
+    before = dict(os.environ)
+    code, out, _ = run(capsys, "list", "--json", "--families", str(root))
+    assert code == 0 and "my-llama" in {f["name"] for f in json.loads(out)}
+    assert dict(os.environ) == before  # the folders are the command's, not the process environment's
+    assert "my-llama" not in {f.name for f in list_families()}  # and forgotten when the command ends
+    code, out, _ = run(capsys, "list", "--json")
+    assert code == 0 and {f["name"] for f in json.loads(out)} == BUNDLED
+
+
+def test_family_folders_come_before_the_environments_and_end_with_the_context(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env_root = family_folder(tmp_path / "env", "from-env")
+    monkeypatch.setenv(FAMILIES_ENV, str(env_root))
+    given = family_folder(tmp_path / "given", "given")
+    with family_folders([given]) as added:
+        assert added == (given,)
+        roots = family_roots()
+        assert roots.index(given.resolve()) < roots.index(env_root.resolve())
+        assert {"given", "from-env"} <= {f.name for f in list_families()}
+    assert given.resolve() not in family_roots() and "given" not in {f.name for f in list_families()}
+    with pytest.raises(ConfigError, match="no such folder"), family_folders([tmp_path / "nowhere"]):
+        list_families()
+    assert tmp_path / "nowhere" not in family_roots()
 
 
 def test_a_name_given_twice_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ PLAIN_END = (
 
 @pytest.fixture(autouse=True)
 def no_extra_folders(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(FAMILIES_ENV, "")  # the CLI's --families changes it in this process; restored after
+    monkeypatch.setenv(FAMILIES_ENV, "")  # no folders of the environment; restored after
     _load_all.cache_clear()
 
 

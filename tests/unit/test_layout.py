@@ -14,7 +14,7 @@ import hf_chat_templates
 PACKAGE = Path(hf_chat_templates.__file__).parent
 NAME = "hf_chat_templates"
 # Foundations, then the stages in pipeline order; each may import what comes before it, never what comes after.
-FOUNDATIONS = ("errors", "_compat", "outputs", "template", "tokenizer", "conversations")
+FOUNDATIONS = ("errors", "_compat", "_version", "outputs", "template", "tokenizer", "conversations")
 STAGES = ("families", "installation", "gguf", "verification", "training", "view", "publish", "cli")
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80

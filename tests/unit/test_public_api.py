@@ -5,8 +5,11 @@ from __future__ import annotations
 import __future__
 
 import importlib
+import importlib.metadata
 import inspect
+import tomllib
 import types
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +112,31 @@ def test_errors_keep_builtin_meaning() -> None:
     assert issubclass(errors.MissingDependencyError, ImportError)
     err = errors.TokenizerFolderError("x: broken", hint="do y")
     assert str(err) == "x: broken" and err.hint == "do y"
+
+
+# ---- __version__: from the package's metadata, which pyproject.toml writes ------------------------------------
+
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def test_version_is_pyprojects() -> None:
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    assert hf_chat_templates.__version__ == project["version"]
+    assert importlib.metadata.version("hf-chat-templates") == project["version"]
+
+
+def test_a_source_tree_without_metadata_reads_pyproject(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from hf_chat_templates import _version
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert _version.package_version() == tomllib.loads(PYPROJECT.read_text())["project"]["version"]
+    other = tmp_path / "pyproject.toml"
+    other.write_text('[project]\nname = "something-else"\nversion = "9.9"\n')
+    assert _version.package_version(other) == _version.UNKNOWN
+    assert _version.package_version(tmp_path / "missing.toml") == _version.UNKNOWN
+    other.write_text("[project\n")
+    assert _version.package_version(other) == _version.UNKNOWN
