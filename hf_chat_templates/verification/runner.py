@@ -29,7 +29,8 @@ from ..template.limits import RenderLimitExceeded
 from ..template.rendering import named_template
 from ..template.syntax import transformers_text
 from ..tokenizer.base import base_tokenizer
-from ..tokenizer.folder import CHAT_TEMPLATE_FILE, LazyTokenizer, load_tokenizer, read_folder
+from ..tokenizer.folder import CHAT_TEMPLATE_FILE, load_tokenizer, read_folder
+from ..tokenizer.lazy import LazyTokenizer
 from .checks import CHECK_CAUSES, CHECKS, PROBE_FREE, check_ids
 from .checks.engines import begin as begin_engines
 from .checks.engines import prestart as prestart_engines
