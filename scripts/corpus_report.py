@@ -14,7 +14,10 @@ With --corpus DIR (a folder of the same layout, such as tests/data/unseen, whose
 real defects by hand in [defects], keyed by the check id or ids joined by | that may each catch it), the report
 scores verify against the labels instead: every error or warning (a check that fails or warns) on a check id no
 label names is a false alarm, every labeled defect none of whose ids fails or warns is a miss, and verify raising is
-a crash. A corpus without [defects] is scored against its known_failures.
+a crash. A corpus without [defects] is scored against its known_failures. A template's [defects_found_by_verify]
+holds real defects its hand labels missed (or filed under another check id) that were confirmed by reading the
+template after verify ran; the report prints both scores: against the labels written before verify ran, and with
+those confirmed defects added.
 
     python scripts/corpus_report.py --corpus tests/data/unseen
     python scripts/corpus_report.py --corpus tests/data/unseen --show    # each false alarm's message, each miss's label
@@ -138,11 +141,15 @@ def known_report(base_name: str, show: bool) -> None:
     )
 
 
-def labels(manifest: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+def labels(manifest: dict[str, Any], *, confirmed: bool = False) -> dict[str, tuple[str, ...]]:
     """The template's labeled defects, each with the check ids that may each catch it: its [defects] table, or its
-    known_failures where it has none."""
+    known_failures where it has none; with `confirmed`, its [defects_found_by_verify] too (keys prefixed with
+    `confirmed:` so that one never hides a hand label of the same key)."""
     table = manifest["defects"] if "defects" in manifest else manifest.get("known_failures", {})
-    return {key: tuple(key.split("|")) for key in table}
+    found = {key: tuple(key.split("|")) for key in table}
+    if confirmed:
+        found |= {f"confirmed:{key}": tuple(key.split("|")) for key in manifest.get("defects_found_by_verify", {})}
+    return found
 
 
 def score(checks: Any, defects: dict[str, tuple[str, ...]]) -> tuple[list[Any], list[Any], list[str]]:
@@ -164,25 +171,28 @@ def describe(findings: list[Any]) -> str:
 
 def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
     """Score verify on every template of `corpus`, built as its model ships on the base tokenizer, against the
-    template's labels; a line per template, then the totals and the checks the false alarms and misses are on."""
+    template's labels (before verify ran, and with the defects confirmed after it ran); a line per template, then
+    the totals and the checks the false alarms and misses are on."""
     from hf_chat_templates.verification.runner import verify_with_context
     from tests.helpers import corpus_manifest, corpus_names, model_folder
 
     started = time.monotonic()
-    totals = Counter[str]()
+    totals, confirmed = Counter[str](), Counter[str]()
     alarm_checks, missed_checks, slow = Counter[str](), Counter[str](), []
     with tempfile.TemporaryDirectory() as tmp_name:
         base = base_folder(base_name, Path(tmp_name))
         print(f"corpus: {corpus}; base tokenizer: {base_name}")
         for name in corpus_names(corpus):
             manifest = corpus_manifest(name, corpus)
-            defects = labels(manifest)
+            defects, with_found = labels(manifest), labels(manifest, confirmed=True)
+            confirmed.update(added=len(with_found) - len(defects), templates=len(with_found) > len(defects))
             shipped = model_folder(name, base, Path(tmp_name) / name, corpus=corpus)
             began = time.monotonic()
             try:
                 report, ctx = verify_with_context(shipped, kwargs=manifest.get("kwargs") or None)
             except Exception as exc:  # a crash is what this report counts, whatever verify raised
                 totals.update(templates=1, crashes=1, labeled=len(defects), misses=len(defects))
+                confirmed.update(labeled=len(with_found), misses=len(with_found))
                 missed_checks.update(defects)
                 print(f"{name:<30} CRASH {type(exc).__name__}: {exc}; {len(defects)} labeled defect(s) missed")
                 continue
@@ -190,8 +200,10 @@ def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
             if seconds > 120:
                 slow.append(f"{name} ({seconds:.0f} s)")
             findings, false_alarms, misses = score(report.checks, defects)
+            _, still_false, still_missed = score(report.checks, with_found)
             totals.update(templates=1, findings=len(findings), false=len(false_alarms), labeled=len(defects))
             totals.update(misses=len(misses))
+            confirmed.update(false=len(still_false), labeled=len(with_found), misses=len(still_missed))
             alarm_checks.update(c.id for c in false_alarms)
             missed_checks.update(misses)
             stops = [t for t in manifest["stop_tokens"] if t not in ctx.stop_tokens]
@@ -199,20 +211,34 @@ def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
                 f"{name:<30} {len(findings)} finding(s): {describe(findings)}; "
                 f"false alarms {len(false_alarms)}: {describe(false_alarms)}; "
                 f"misses {len(misses)}/{len(defects)}: {', '.join(misses) or 'none'}; "
-                f"stops {'ok' if not stops else 'miss ' + ' '.join(stops)}; {seconds:.0f} s"
+                f"stops {'ok' if not stops else 'miss ' + ' '.join(stops)}; {seconds:.0f} s; "
+                f"with the defects confirmed after verify: false alarms {len(still_false)}"
             )
             if show:
                 for check in false_alarms:
-                    print(f"    false alarm {check.id} [{check.severity}]: {check.message}")
+                    mark = "" if check in still_false else " (a real defect, confirmed after verify ran)"
+                    print(f"    false alarm {check.id} [{check.severity}]{mark}: {check.message}")
                 for key in misses:
                     print(f"    missed {key}: {defects[key]}")
     print(
         f"\n{totals['templates']} templates: false alarms {totals['false']} of {totals['findings']} error/warning "
         f"findings; misses {totals['misses']} of {totals['labeled']} labeled defects; crashes {totals['crashes']}\n"
+        f"{confirmed_line(totals, confirmed)}\n"
         f"false alarms by check: {dict(alarm_checks.most_common()) or 'none'}\n"
         f"misses by label: {dict(missed_checks.most_common()) or 'none'}\n"
         f"templates over 2 minutes: {', '.join(slow) or 'none'}\n"
         f"({time.monotonic() - started:.0f} s)"
+    )
+
+
+def confirmed_line(totals: Counter[str], confirmed: Counter[str]) -> str:
+    """The score with [defects_found_by_verify] added to the labels: real defects the hand labels missed (or filed
+    under another check id), confirmed by reading the templates after verify ran."""
+    return (
+        f"with the {confirmed['added']} defect(s) in {confirmed['templates']} template(s) confirmed after verify ran "
+        f"([defects_found_by_verify]) added to the labels: false alarms {confirmed['false']} of "
+        f"{totals['findings']} error/warning findings; misses {confirmed['misses']} of {confirmed['labeled']} "
+        f"labeled defects"
     )
 
 

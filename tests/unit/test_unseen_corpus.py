@@ -31,8 +31,8 @@ def _report() -> ModuleType:
 def test_each_template_is_labeled_with_real_check_ids(name: str) -> None:
     manifest = corpus_manifest(name, UNSEEN)
     assert [k for k in KEYS if k not in manifest] == []
-    for table in ("defects", "not_defects"):
-        for key in manifest[table]:
+    for table in ("defects", "not_defects", "defects_found_by_verify"):
+        for key in manifest.get(table, {}):
             assert [c for c in key.split("|") if c not in CHECK_ORDER] == [], f"{name}: [{table}] {key}"
     data = corpus_templates(name, UNSEEN)["default"].read_bytes()
     assert b"\r" not in data and data.decode("utf-8")
@@ -56,6 +56,28 @@ def test_labels_take_each_id_of_a_key_and_fall_back_to_known_failures() -> None:
     }
     assert report.labels({"known_failures": {"d": "z"}}) == {"d": ("d",)}
     assert report.labels({"defects": {}, "known_failures": {"d": "z"}}) == {}
+
+
+def test_labels_add_the_defects_confirmed_after_verify_only_when_asked() -> None:
+    report = _report()
+    manifest = {"defects": {"a": "x"}, "defects_found_by_verify": {"a": "y", "b|c": "z"}}
+    assert report.labels(manifest) == {"a": ("a",)}
+    assert report.labels(manifest, confirmed=True) == {
+        "a": ("a",),
+        "confirmed:a": ("a",),
+        "confirmed:b|c": ("b", "c"),
+    }
+    checks = [CheckResult("a", "fail", "m"), CheckResult("b", "warn", "m"), CheckResult("d", "fail", "m")]
+    assert [c.id for c in report.score(checks, report.labels(manifest))[1]] == ["b", "d"]
+    assert [c.id for c in report.score(checks, report.labels(manifest, confirmed=True))[1]] == ["d"]
+
+
+def test_the_confirmed_score_line_names_how_many_were_confirmed_after_verify() -> None:
+    from collections import Counter
+
+    line = _report().confirmed_line(Counter(findings=10), Counter(added=3, templates=2, false=4, misses=1, labeled=9))
+    assert "3 defect(s) in 2 template(s) confirmed after verify ran" in line
+    assert "false alarms 4 of 10" in line and "misses 1 of 9" in line
 
 
 def test_score_counts_unlabeled_findings_as_false_alarms_and_unreported_labels_as_misses() -> None:
