@@ -25,6 +25,7 @@ from .app import (
     written,
 )
 from .gguf_files import against_option
+from .helptext import verify_epilog
 
 # The options --all cannot honour (it verifies every bundled family on its default tokenizer): parameter -> option.
 NOT_WITH_ALL = {
@@ -48,7 +49,7 @@ NOT_WITH_ALL = {
 }
 
 
-@cli.command("verify")
+@cli.command("verify", epilog=verify_epilog())
 @click.argument("source", required=False)
 @template_options("Verify this bundled family's template on SOURCE.", "Verify this template file on SOURCE.")
 @click.option(

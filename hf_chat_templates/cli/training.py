@@ -19,11 +19,12 @@ from .app import (
     template_options,
     unwritten_option,
 )
+from .helptext import environment_epilog
 
 MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
 
 
-@cli.command("prepare")
+@cli.command("prepare", epilog=environment_epilog("prepare"))
 @click.argument("source")
 @click.option(
     "--conversations",
