@@ -12,6 +12,7 @@ from .app import (
     cli,
     declaration_options,
     emit_json,
+    progress_wanted,
     families_option,
     force_option,
     input_options,
@@ -149,9 +150,9 @@ def prepare_command(
     if engine == "ray":
         if split is not None:
             raise click.UsageError("--split reads a datasets folder or Hub dataset, which --engine ray does not read")
-        run = functools.partial(prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=not as_json)
+        run = functools.partial(prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=progress_wanted(as_json))
     else:
-        run = functools.partial(prepare, workers=workers, progress=not as_json, split=split)
+        run = functools.partial(prepare, workers=workers, progress=progress_wanted(as_json), split=split)
     report = run(
         source,
         conversations,
