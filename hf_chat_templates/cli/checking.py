@@ -174,7 +174,13 @@ def verify_command(
         from ..verification.dataset import verify_conversations
 
         options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
-        options |= {"revision": revision, "token": token, "workers": workers, "progress": progress_wanted(as_json), "only": checks}
+        options |= {
+            "revision": revision,
+            "token": token,
+            "workers": workers,
+            "progress": progress_wanted(as_json),
+            "only": checks,
+        }
         dataset = verify_conversations(source, conversations, **options, **reading)
     report, ctx = verify_with_context(
         source,

@@ -12,11 +12,11 @@ from .app import (
     cli,
     declaration_options,
     emit_json,
-    progress_wanted,
     families_option,
     force_option,
     input_options,
     json_option,
+    progress_wanted,
     template_options,
     unwritten_option,
 )
@@ -150,7 +150,9 @@ def prepare_command(
     if engine == "ray":
         if split is not None:
             raise click.UsageError("--split reads a datasets folder or Hub dataset, which --engine ray does not read")
-        run = functools.partial(prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=progress_wanted(as_json))
+        run = functools.partial(
+            prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=progress_wanted(as_json)
+        )
     else:
         run = functools.partial(prepare, workers=workers, progress=progress_wanted(as_json), split=split)
     report = run(
