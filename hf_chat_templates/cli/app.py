@@ -27,6 +27,20 @@ def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
+PROGRESS_ENV = "HF_CHAT_TEMPLATES_PROGRESS"
+
+
+def progress_wanted(as_json: bool = False) -> bool:
+    """Progress goes to stderr when it is a terminal, or when HF_CHAT_TEMPLATES_PROGRESS=1 (0: never); never with
+    --json."""
+    import sys
+
+    if as_json:
+        return False
+    setting = os.environ.get(PROGRESS_ENV, "").strip()
+    return setting == "1" if setting else sys.stderr.isatty()
+
+
 def refuse_verbose_json(verbose: bool, as_json: bool) -> None:
     """`verify -v` lists every finding in the text output; with --json it would be ignored, so it is refused."""
     from ..errors import UsageError

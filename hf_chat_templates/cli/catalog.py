@@ -8,9 +8,10 @@ from typing import Any
 import click
 
 from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options
+from .helptext import environment_epilog
 
 
-@cli.command("list")
+@cli.command("list", epilog=environment_epilog("list"))
 @json_option
 @families_option
 def list_command(as_json: bool) -> None:
@@ -56,7 +57,7 @@ def _family_dict(fam: Any) -> dict[str, Any]:
     }
 
 
-@cli.command("show")
+@cli.command("show", epilog=environment_epilog("show"))
 @click.argument("family")
 @click.option("--variant", default=None, help="Variant name (default: the family's default variant).")
 @click.option("--template", "show_template", is_flag=True, help="Print the template text only.")
@@ -90,7 +91,7 @@ def show_command(family: str, variant: str | None, show_template: bool, as_json:
         click.echo(f"  provenance {key}: {value}")
 
 
-@cli.command("base-tokenizer")
+@cli.command("base-tokenizer", epilog=environment_epilog("base-tokenizer"))
 @click.argument("name")
 @click.option(
     "--output",
@@ -122,7 +123,7 @@ def family_group() -> None:
     """Families of your own: a folder with a family.toml and templates, read with --families DIR."""
 
 
-@family_group.command("init")
+@family_group.command("init", epilog=environment_epilog("family init"))
 @click.argument("name")
 @click.option(
     "--template",

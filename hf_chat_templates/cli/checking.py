@@ -4,6 +4,7 @@ per-record checks over a dataset too."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from .app import (
     hub_options,
     input_options,
     json_option,
+    progress_wanted,
     refuse_verbose_json,
     template_options,
     unwritten_option,
@@ -25,6 +27,7 @@ from .app import (
     written,
 )
 from .gguf_files import against_option
+from .helptext import verify_epilog
 
 # The options --all cannot honour (it verifies every bundled family on its default tokenizer): parameter -> option.
 NOT_WITH_ALL = {
@@ -48,7 +51,7 @@ NOT_WITH_ALL = {
 }
 
 
-@cli.command("verify")
+@cli.command("verify", epilog=verify_epilog())
 @click.argument("source", required=False)
 @template_options("Verify this bundled family's template on SOURCE.", "Verify this template file on SOURCE.")
 @click.option(
@@ -171,7 +174,13 @@ def verify_command(
         from ..verification.dataset import verify_conversations
 
         options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
-        options |= {"revision": revision, "token": token, "workers": workers, "progress": not as_json, "only": checks}
+        options |= {
+            "revision": revision,
+            "token": token,
+            "workers": workers,
+            "progress": progress_wanted(as_json),
+            "only": checks,
+        }
         dataset = verify_conversations(source, conversations, **options, **reading)
     report, ctx = verify_with_context(
         source,
@@ -253,13 +262,31 @@ def _print_report(report: Any, dataset: Any, as_json: bool, verbose: bool = Fals
             click.echo(dataset.describe(), err=to_stderr)
 
 
+def variant_progress(as_json: bool) -> Callable[[Any, float], None] | None:
+    """`verify --all`'s progress: a line on stderr as each family/variant is done (`[3/8] gemma3-tools/corrected:
+    pass (12 s)`), when stderr is a terminal or HF_CHAT_TEMPLATES_PROGRESS=1; never with --json."""
+    from .. import list_families
+
+    if not progress_wanted(as_json):
+        return None
+    total = sum(len(f.variants) for f in list_families())
+    done = [0]
+
+    def report(result: Any, seconds: float) -> None:
+        done[0] += 1
+        worst = next((s for s in ("fail", "warn") if any(c.status == s for c in result.checks)), "pass")
+        click.echo(f"[{done[0]}/{total}] {result.family}/{result.variant}: {worst} ({seconds:.0f} s)", err=True)
+
+    return report
+
+
 def _verify_all(checks: list[str] | None, html_out: Path | None, as_json: bool, engines: str | None = None) -> None:
     """`verify --all`: every bundled family and variant; exits 1 when a family's default variant fails."""
     from .. import list_families
     from ..verification.runner import verify_all_with_contexts
     from ..view.report import format_matrix
 
-    results = verify_all_with_contexts(only=checks, engines=engines)
+    results = verify_all_with_contexts(only=checks, engines=engines, on_result=variant_progress(as_json))
     reports = [r for r, _ in results]
     if html_out is not None:
         write_html(html_out, results)

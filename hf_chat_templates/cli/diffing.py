@@ -8,9 +8,10 @@ import sys
 import click
 
 from .app import cli, emit_json, json_option
+from .helptext import environment_epilog
 
 
-@cli.command("diff")
+@cli.command("diff", epilog=environment_epilog("diff"))
 @click.argument("a")
 @click.argument("b")
 @click.option("--probe", "probes", multiple=True, metavar="ID", help="Compare this probe only (repeatable).")

@@ -20,9 +20,10 @@ from .app import (
     warn,
 )
 from .gguf_files import install_gguf
+from .helptext import environment_epilog
 
 
-@cli.command("install")
+@cli.command("install", epilog=environment_epilog("install"))
 @click.argument("family", required=False)
 @click.option("--tokenizer", "tokenizer", help="Source tokenizer: a local folder or a Hub repo id.")
 @click.option("--output", type=click.Path(path_type=Path), required=True, help="Folder to write.")

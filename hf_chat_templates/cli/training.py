@@ -16,14 +16,16 @@ from .app import (
     force_option,
     input_options,
     json_option,
+    progress_wanted,
     template_options,
     unwritten_option,
 )
+from .helptext import environment_epilog
 
 MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
 
 
-@cli.command("prepare")
+@cli.command("prepare", epilog=environment_epilog("prepare"))
 @click.argument("source")
 @click.option(
     "--conversations",
@@ -148,9 +150,11 @@ def prepare_command(
     if engine == "ray":
         if split is not None:
             raise click.UsageError("--split reads a datasets folder or Hub dataset, which --engine ray does not read")
-        run = functools.partial(prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=not as_json)
+        run = functools.partial(
+            prepare_on_ray, address=ray_address, num_cpus=num_cpus, progress=progress_wanted(as_json)
+        )
     else:
-        run = functools.partial(prepare, workers=workers, progress=not as_json, split=split)
+        run = functools.partial(prepare, workers=workers, progress=progress_wanted(as_json), split=split)
     report = run(
         source,
         conversations,

@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from .app import check_outputs, cli, families_option, template_options, written
+from .helptext import environment_epilog
 
 
-@cli.command("view")
+@cli.command("view", epilog=environment_epilog("view"))
 @click.argument("source")
 @click.option(
     "--messages",

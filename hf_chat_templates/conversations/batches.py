@@ -105,10 +105,11 @@ def map_batches(
 
 
 def progress_bar(enabled: bool) -> Callable[..., None]:
-    """`update(n, close=False)`: a bar on stderr when `enabled` and stderr is a terminal, else nothing."""
+    """`update(n, close=False)`: a bar on stderr when `enabled`, else nothing (the CLI enables it when stderr is a
+    terminal, or HF_CHAT_TEMPLATES_PROGRESS=1)."""
     import sys
 
-    if not enabled or not sys.stderr.isatty():
+    if not enabled:
         return lambda n, close=False: None
     from tqdm import tqdm
 

@@ -13,7 +13,8 @@ import contextlib
 import dataclasses
 import importlib.metadata
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -300,14 +301,20 @@ def verify_all(
 
 
 def verify_all_with_contexts(
-    *, only: Iterable[str] | None = None, workdir: Path | None = None, engines: Iterable[str] | str | None = None
+    *,
+    only: Iterable[str] | None = None,
+    workdir: Path | None = None,
+    engines: Iterable[str] | str | None = None,
+    on_result: Callable[[VerificationReport, float], None] | None = None,
 ) -> list[tuple[VerificationReport, VerifyContext]]:
+    """`verify_all`'s reports with their contexts; `on_result(report, seconds)` is called as each variant is done."""
     engine_names(engines)  # an unknown name fails before anything is installed
     results = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for fam in list_families():
             base = base_tokenizer(fam.base_tokenizer)
             for var in fam.variants.values():
+                started = time.monotonic()
                 out = Path(tmp) / f"{fam.name}-{var.name}"
                 install(fam, base, out, variant=var.name)
                 report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only, engines=engines)
@@ -326,4 +333,6 @@ def verify_all_with_contexts(
                         ctx,
                     )
                 )
+                if on_result is not None:
+                    on_result(results[-1][0], time.monotonic() - started)
     return results

@@ -83,13 +83,15 @@ def format_matrix(reports: Iterable[VerificationReport]) -> str:
     lines.append("")
     lines += [f"{i + 1:>4} {cid}" for i, cid in enumerate(check_ids)]
     lines.append("")
-    for name, report in zip(names, reports):
-        for check in report.checks:
-            if check.status == "fail":
-                lines.append(f"{name}: {check.id}: {check.message}")
-    total_failed = sum(r.summary["failed"] for r in reports)
-    total_passed = sum(r.summary["passed"] for r in reports)
-    lines.append(f"{total_passed} passed, {total_failed} failed across {len(reports)} family variants")
+    # each failed and warned cell explained, by its first (most severe) finding
+    for status, label in (("fail", ""), ("warn", "warning: ")):
+        for name, report in zip(names, reports):
+            lines += [f"{name}: {c.id}: {label}{c.message}" for c in report.checks if c.status == status]
+    total = {key: sum(r.summary[key] for r in reports) for key in ("passed", "failed", "warned")}
+    lines.append(
+        f"{total['passed']} passed, {total['failed']} failed, {total['warned']} warned across {len(reports)} "
+        "family variants"
+    )
     return "\n".join(lines)
 
 

@@ -170,7 +170,7 @@ def test_engine_parity_finds_it_naming_vllm_the_probe_and_the_position(good: Pat
     probe = Probe("system", ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}))
     result = check(context(good, MIXED_TEMPLATE, probes=(probe,), engines="vllm"), "engine-parity")
     assert result.status != "pass", result.message  # the check decides the severity of an input difference
-    assert "probe system: vllm renders differently at char 0" in result.message
+    assert "probe system: vllm (main@b1fd9757f95e) renders differently at char 0" in result.message
     assert "the string content arrives as a list of one text part" in result.message
 
 
@@ -182,6 +182,10 @@ def test_engine_parity_passes_for_a_template_that_reads_what_vllm_hands_it(good:
     )
     result = check(context(good, GOOD, probes=probes, engines="vllm"), "engine-parity")
     assert result.status == "pass", result.message
+    # which vLLM source the profile reproduces, in the message and the detail
+    assert "vllm/renderers/chat_utils.py at main@b1fd9757f95e" in result.message
+    follows = result.detail["engines"]["vllm"]["follows"]
+    assert follows["file"] == "vllm/renderers/chat_utils.py" and follows["commit"].startswith("b1fd9757f95e")
 
 
 def test_refusals_and_the_clock_are_transformers_own() -> None:

@@ -45,6 +45,13 @@ from .base import EngineRendered, RenderJob
 
 ContentFormat = Literal["string", "openai"]
 
+# The vLLM source this port follows, compared line by line: chat preprocessing as one module, at this commit of
+# vllm-project/vllm's main branch (later than v0.18.2, whose `vllm.renderers` has no `chat_utils`; since split into a
+# `vllm/renderers/chat_utils/` package). `engine-parity` names it in its message and detail.
+VLLM_FILE = "vllm/renderers/chat_utils.py"
+VLLM_COMMIT = "b1fd9757f95ec13054bfa6063ed8d1b97ae0cb30"
+VLLM_VERSION = f"main@{VLLM_COMMIT[:12]}"
+
 # vllm/renderers/chat_utils.py, MM_PARSER_MAP: the part types read as text, and the key holding their text
 TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal", "thinking": "thinking"}
 SKIP_NONE_TEXT = ("text", "refusal")  # PART_TYPES_TO_SKIP_NONE_CONTENT
@@ -300,6 +307,7 @@ class VllmEngine:
     """vLLM's OpenAI-compatible server with a Hugging Face tokenizer: its preprocessing, then transformers."""
 
     name = "vllm"
+    label = f"vllm ({VLLM_VERSION})"  # how findings name it: the vLLM source reproduced
 
     def __init__(self, limits: RenderLimits | None = None) -> None:
         self.limits = limits or RenderLimits.from_env()
@@ -309,8 +317,14 @@ class VllmEngine:
         import transformers
 
         return (
-            f"vLLM's chat preprocessing (renderers/chat_utils.py, reproduced) + transformers {transformers.__version__}"
+            f"vLLM's chat preprocessing ({VLLM_FILE} at {VLLM_VERSION}, reproduced) + transformers "
+            f"{transformers.__version__}"
         )
+
+    @property
+    def follows(self) -> dict[str, str]:
+        """The vLLM source the preprocessing reproduces: repository, file and commit."""
+        return {"repository": "vllm-project/vllm", "file": VLLM_FILE, "commit": VLLM_COMMIT, "version": VLLM_VERSION}
 
     def unavailable(self) -> str | None:
         return None  # transformers, the only engine it needs, is a dependency of the package

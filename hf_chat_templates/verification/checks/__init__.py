@@ -77,6 +77,31 @@ CHECK_CAUSES = {
     "template-safety": "template",
 }
 
+# What each check asks, in a few words (`verify --help` lists them; docs/checks.md says more).
+CHECK_SUMMARIES = {
+    "renders": "every probe renders in transformers' sandbox",
+    "control-tokens-atomic": "each control token the template writes encodes to one id",
+    "ids-match-string": "apply_chat_template's ids equal the rendered string tokenized",
+    "no-double-bos": "at most one BOS, from the template or the tokenizer",
+    "decode-roundtrip": "decoding the ids gives back the rendering",
+    "nothing-dropped": "every content, tool call, argument and result is rendered",
+    "values-faithful": "strings written as text, dict arguments as JSON",
+    "completion-matches-content": "the trained answer is its content then the stop token",
+    "structure": "turns opened are closed; BOS first; no placeholder as text",
+    "assistant-mask": "the assistant mask covers each answer and its stop token",
+    "prefix-stable": "each agent request is a token prefix of the next",
+    "boundary-merge": "no token spans two messages",
+    "stop-token-registered": "the stop tokens are generation stops",
+    "deterministic": "the rendering does not depend on the clock",
+    "engine-parity": "llama.cpp, TGI, vLLM, transformers.js render as transformers",
+    "reference-parity": "token ids equal the official renderer's",
+    "injection": "user content spelling a control token stays text",
+    "template-sources-agree": "the folder's template files say the same",
+    "added-tokens-agree": "tokenizer_config.json and tokenizer.json agree on added tokens",
+    "generation-config-consistent": "generation_config.json agrees with the tokenizer",
+    "template-safety": "what the template reaches for, hides or says on a trigger",
+}
+
 # The checks that also run on every record of a dataset, under the same ids: each returns the failure's message.
 # `renders` is the rendering itself (a record that does not render is not checked further).
 RECORD_CHECKS: tuple[tuple[str, RecordCheck], ...] = (

@@ -330,6 +330,8 @@ def compare(
         ),
         "first_finding": {"probe": findings[0].probe, "message": findings[0].text} if findings else None,
     }
+    if hasattr(engine, "follows"):  # a profile that reproduces an engine's code says which source it follows
+        summary["follows"] = engine.follows
     return findings, summary
 
 
