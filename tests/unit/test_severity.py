@@ -319,3 +319,18 @@ def test_granite_3_3s_reasoning_inside_content_is_a_warning_by_design(good: Path
     (reasoning,) = [e for e in result.detail["examples"] if "reasoning (reasoning_content)" in e["message"]]
     assert reasoning["severity"] == "warning"
     assert "the format keeps reasoning inside content by design (<think>…</think>" in reasoning["message"]
+
+
+def test_a_template_with_a_tool_format_of_its_own_that_ignores_the_tools_given_drops_them(good: Path) -> None:
+    # FireFunction's way: the tool list comes from a `functions` kwarg, and the conversation's `tools` are never
+    # written: tool support it has, applied to other input, is data lost (a warning), not a limit of its format.
+    own_format = (
+        "{%- if functions is defined -%}{{- '<|im_start|>functions\\n' + functions + '<|im_end|>\\n' -}}{%- endif -%}"
+        + PLAIN_CHATML
+    )
+    dropped = check(context(good, own_format), "nothing-dropped")
+    assert dropped.status == "warn"
+    assert "tool definitions are never rendered" in dropped.message
+    assert "has no tool support" not in json.dumps(dropped.detail)
+    plain = check(context(good, PLAIN_CHATML), "nothing-dropped")
+    assert "the template has no tool support" in json.dumps(plain.detail)

@@ -343,9 +343,18 @@ _CAPABILITY_NAMES = {
 }
 
 
+# Tool definitions, calls and results are one capability: a template with a tool format of its own (a `functions`
+# kwarg, a tool role) that ignores the `tools` it is given drops them.
+_TOOL_GROUP = ("tools", "tool_calls", "tool_results")
+
+
 def _claims(ctx: VerifyContext, capability: str) -> bool:
-    """Whether the template's text names a capability (see `_CLAIMS`)."""
-    return bool(_CLAIMS[capability].search(ctx.template + (ctx.tool_template or "")))
+    """Whether the template's text names a capability (see `_CLAIMS`), or for tools any of the tool group or a
+    `functions` list of its own."""
+    text = ctx.template + (ctx.tool_template or "")
+    if capability in _TOOL_GROUP:
+        return any(_CLAIMS[c].search(text) for c in _TOOL_GROUP) or bool(re.search(r"\bfunctions\b", text))
+    return bool(_CLAIMS[capability].search(text))
 
 
 def _reads(ctx: VerifyContext, capability: str) -> bool:
