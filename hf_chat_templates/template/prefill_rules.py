@@ -13,6 +13,7 @@ import jinja2.nodes as nodes
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names
 from .safety_findings import SafetyFinding, Source, literal_value, prose, short
+from .trigger_rules import _taint, _trigger
 
 Piece = tuple[nodes.Node, str, bool]
 _MARKS = re.compile(
@@ -62,21 +63,54 @@ def _written(body: list[nodes.Node], folding: Folding, keywords: set[str], asked
                 yield from _written([out], folding, keywords, asked)
 
 
+def _opens_turn(full: str, said: str) -> bool:
+    """Whether text a branch writes opens the assistant's turn (a role header) before its prose."""
+    before = full[: full.find(said.split("\n")[0][:20])] if said else full
+    return bool(re.search(r"assistant|\bmodel\b|\bbot\b|### Response|GPT4", before, re.I))
+
+
+def _inner_trigger(
+    node: nodes.If, folding: Folding, keywords: set[str], tainted: dict[str, str]
+) -> tuple[str, str] | None:
+    """A content or clock trigger on a branch inside the generation prompt's that writes prose there."""
+    for inner in (i for stmt in node.body for i in [stmt, *stmt.find_all(nodes.If)] if isinstance(i, nodes.If)):
+        found = _trigger(inner.test, tainted)
+        written = "".join(v for _, v, _ in _written(inner.body, folding, keywords))
+        if found and prose(after_header(written), words=3):
+            return found
+    return None
+
+
+def _said(trigger: tuple[str, str]) -> str:
+    kind, what = trigger
+    return f"message content {what}" if kind == "content" else f"the clock is compared with {what}"
+
+
 def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S016: a warning; info when only a keyword the caller passes asks for the text (Seed-OSS writes its
-    thinking budget into the think block when `thinking_budget == 0`): the caller asked for it by name."""
+    thinking budget into the think block when `thinking_budget == 0`): the caller asked for it by name. An error
+    when a content or clock trigger gates it: a branch on what the last message says that opens the assistant's
+    turn with prose, or a triggered branch inside the generation prompt's."""
     defaulted = {
         t.node.name for t in ast.find_all(nodes.Test) if t.name == "defined" and isinstance(t.node, nodes.Name)
     }
     keywords = (undeclared_names(ast) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
+    tainted = _taint(ast)
+    # A branch after the generation prompt's, at the template's end, writes inside the assistant's turn it opened
+    opened = [i for i, stmt in enumerate(ast.body) if isinstance(stmt, nodes.If) and _asks_generation(stmt.test)]
+    after = [stmt for stmt in ast.body[opened[0] + 1 :] if isinstance(stmt, nodes.If)] if opened else []
     for node in ast.find_all(nodes.If):
-        if not _asks_generation(node.test):
+        trigger = _trigger(node.test, tainted)
+        asked_for = _asks_generation(node.test)
+        if not asked_for and trigger is None:
             continue
         pieces = list(_written(node.body, folding, keywords))
-        said = after_header("".join(v for _, v, _ in pieces))
-        if not prose(said, words=3):
+        full = "".join(v for _, v, _ in pieces)
+        said = after_header(full)
+        if not prose(said, words=3) or not (asked_for or _opens_turn(full, said) or node in after):
             continue
         unasked = prose(after_header("".join(v for _, v, asked in pieces if not asked)), words=3)
+        trigger = trigger or _inner_trigger(node, folding, keywords, tainted)
         first = next(row for row in said.split("\n") if row.strip())
         expr = next((e for e, v, _ in pieces if first[:20] in v), node)
         rows = str(literal_value(expr) or "").split("\n")
@@ -87,7 +121,8 @@ def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
             src.column(line, first[:30]),
             f"the template writes {short(first)} inside the assistant's turn at the generation prompt (condition at "
             f"line {node.lineno}): the model continues an answer it did not give, as if it had said it"
-            + ("" if unasked else " (only when a keyword the caller passes asks for it)"),
-            severity="warning" if unasked else "info",
+            + (f", and only when {_said(trigger)}" if trigger else "")
+            + ("" if unasked or trigger else " (only when a keyword the caller passes asks for it)"),
+            severity="error" if trigger else "warning" if unasked else "info",
             construct=said[:120],
         )
