@@ -59,6 +59,16 @@ def _selection(node: nodes.Node) -> tuple[nodes.Node, list[nodes.Node], str] | N
     return None
 
 
+def _written_at(ast: nodes.Template, text: str, default: int) -> int:
+    """The line of the literal that spells `text` (a `{% set %}` before the choice, often), else `default`."""
+    for literal in ast.find_all((nodes.Const, nodes.TemplateData)):
+        value = literal_value(literal)
+        if isinstance(value, str) and text[:30] in value:
+            before = value[: value.find(text[:30])]
+            return literal.lineno + before.count("\n")
+    return default
+
+
 def selections(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008: prose chosen by an index read from content or the clock, with the text's and the index's place."""
     tainted = _taint(ast)
@@ -75,7 +85,7 @@ def selections(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
             continue
         said = "message content" if kinds[0] == "content" else "the clock"
         first = next(row for row in text.split("\n") if prose(row)).strip()
-        line = next((n.lineno for n in container.find_all((nodes.Const, nodes.TemplateData))), node.lineno)
+        line = _written_at(ast, first, node.lineno)
         yield SafetyFinding(
             "HCT-S008",
             line,
