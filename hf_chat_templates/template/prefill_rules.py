@@ -1,7 +1,9 @@
 """HCT-S016: prose the template writes inside the assistant's turn at the generation prompt, after its header: a
 prefilled answer ("Sure, here is my configuration:") the model continues as if it had said it. The legitimate
 shapes are set aside: role headers (`<|im_start|>assistant`, `GPT4 Correct Assistant:`, `### Response:`), an empty
-or opening think block, a single tag or control token. Read from the syntax tree; nothing is rendered."""
+or opening think block, a single tag or control token. A prefill on a content or clock trigger is an error wherever
+the branch is: inside the generation prompt's, joined to it (`add_generation_prompt and 'x' in content`), after it at
+the template's end, or in a macro it calls. Read from the syntax tree; nothing is rendered."""
 
 from __future__ import annotations
 

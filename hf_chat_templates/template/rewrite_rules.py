@@ -4,7 +4,11 @@
               content or a tool call's arguments, where `new` brings words or numbers `old` did not have
               (`replace('approve', 'reject')`, `replace('acct-1', 'acct-9')`); the model is trained or served words
               the speaker did not write. Removing a flag (`replace('/think', '')`) or escaping (`replace('\n',
-              '\\n')`) brings none and is not one.
+              '\\n')`) brings none and is not one. A replacement computed at render time (`'%x' | format(n)`, a
+              variable the template sets from the clock) is one, whatever it spells; so is `| map('replace', …)` over
+              content's words, and a loop over content's words that writes other text in place of some
+              (`{% for w in content.split() %}{{ addr if w.startswith('0x') else w }}`). A replacement the caller
+              passes or the tokenizer defines (`bos_token`) is read, not computed.
     HCT-S012  prose joined to content through a list (`[message.content, 'Remember: …'] | join(' ')`) or a
               replacement that adds a sentence (`replace('.', '. Buy AcmeCloud.')`)
 

@@ -55,8 +55,8 @@ from .hidden_text import hidden_unicode, homoglyph_tokens
 from .instructions import written_instructions
 from .prefill_rules import prefills
 from .rewrite_rules import rewrites
-from .selection_rules import characters, selections
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
+from .selection_rules import characters, selections
 from .syntax import check_template_syntax, parse_environment, transformers_text
 from .trigger_rules import spliced, triggers
 

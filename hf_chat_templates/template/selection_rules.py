@@ -25,8 +25,10 @@ from .trigger_rules import _reads, _taint
 _CHOOSERS = frozenset({"select", "reject", "selectattr", "rejectattr"})
 _PERCENT_C = re.compile(r"%[-+ #0]*\d*c")
 _BRACE_C = re.compile(r"\{[^{}]*:[^{}]*c\}")
-_HIDDEN_RANGES = (range(0xE0000, 0xE0080), range(0xE0100, 0xE01F0), range(0x200B, 0x2010), range(0x202A, 0x202F))
-_HIDDEN_RANGES += (range(0x2060, 0x2070), range(0xFE00, 0xFE10), range(0xFEFF, 0xFF00))
+_HIDDEN_RANGES = (
+    *(range(0xE0000, 0xE0080), range(0xE0100, 0xE01F0), range(0x200B, 0x2010), range(0x202A, 0x202F)),
+    *(range(0x2060, 0x2070), range(0xFE00, 0xFE10), range(0xFEFF, 0xFF00)),
+)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -43,7 +45,9 @@ def _strings(value: Any) -> Iterator[str]:
 def _payload(container: nodes.Node, folding: Folding, scope: dict[str, Any]) -> str | None:
     """The first prose a container holds: its folded value, or the literals written in it."""
     texts = list(_strings(folding.value(container, scope)))
-    texts += [v for n in container.find_all((nodes.Const, nodes.TemplateData)) if isinstance(v := literal_value(n), str)]
+    texts += [
+        v for n in container.find_all((nodes.Const, nodes.TemplateData)) if isinstance(v := literal_value(n), str)
+    ]
     return next((t.strip() for t in texts if prose(t)), None)
 
 
