@@ -71,6 +71,19 @@ def _opens_turn(full: str, said: str) -> bool:
     return bool(re.search(r"assistant|\bmodel\b|\bbot\b|### Response|GPT4", before, re.I))
 
 
+def _in_turn(ast: nodes.Template) -> list[nodes.If]:
+    """The branches that write inside the assistant's turn the generation prompt opened without asking for it: a
+    branch after the generation prompt's at the template's end, and one in a macro called there or inside it."""
+    opened = [i for i, stmt in enumerate(ast.body) if isinstance(stmt, nodes.If) and _asks_generation(stmt.test)]
+    there: list[nodes.Node] = [i for i in ast.find_all(nodes.If) if _asks_generation(i.test)]
+    there += [stmt for stmt in ast.body[opened[0] :] if not isinstance(stmt, nodes.Macro)] if opened else []
+    there += [b for stmt in there for b in stmt.find_all(nodes.If)]
+    branches = [stmt for stmt in there if isinstance(stmt, nodes.If)]
+    called = {c.node.name for b in there for c in b.find_all(nodes.Call) if isinstance(c.node, nodes.Name)}
+    macros = [m for m in ast.find_all(nodes.Macro) if m.name in called]
+    return branches + [b for m in macros for b in m.find_all(nodes.If)]
+
+
 def _inner_trigger(
     node: nodes.If, folding: Folding, keywords: set[str], tainted: dict[str, str]
 ) -> tuple[str, str] | None:
@@ -98,9 +111,7 @@ def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
     }
     keywords = (undeclared_names(ast) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
     tainted = _taint(ast)
-    # A branch after the generation prompt's, at the template's end, writes inside the assistant's turn it opened
-    opened = [i for i, stmt in enumerate(ast.body) if isinstance(stmt, nodes.If) and _asks_generation(stmt.test)]
-    after = [stmt for stmt in ast.body[opened[0] + 1 :] if isinstance(stmt, nodes.If)] if opened else []
+    after = _in_turn(ast)
     for node in ast.find_all(nodes.If):
         trigger = _trigger(node.test, tainted)
         asked_for = _asks_generation(node.test)

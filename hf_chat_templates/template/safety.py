@@ -318,8 +318,7 @@ def _format_width(node: nodes.Node) -> int:
 def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
     for node in ast.find_all((nodes.Call, nodes.Mul, nodes.Macro)):
         if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
-            sizes = [const_int(a) for a in node.args]
-            size = max((s for s in sizes if s is not None), default=0)
+            size = _range_count(node.args)
             if size > MAX_RANGE:
                 count = "an astronomical number of" if math.isinf(size) else f"{size:,.0f}"
                 yield SafetyFinding(
@@ -352,8 +351,18 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
 
 def _range_size(node: nodes.Node) -> float:
     if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
-        return max((s for s in (const_int(a) for a in node.args) if s is not None), default=0.0)
+        return _range_count(node.args)
     return 0.0
+
+
+def _range_count(args: list[nodes.Expr]) -> float:
+    """How many items `range(*args)` gives (`range(0xE0020, 0xE007F)`: 95); the largest bound when one is unknown."""
+    sizes = [const_int(a) for a in args]
+    known = [s for s in sizes if s is not None]
+    if len(known) == len(sizes) >= 2 and not any(math.isinf(s) for s in known):
+        start, stop, step = (*known, 1.0)[:3]
+        return max(0.0, math.ceil((stop - start) / step)) if step else 0.0
+    return max(known, default=0.0)
 
 
 def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:

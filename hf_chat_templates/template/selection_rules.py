@@ -1,9 +1,10 @@
 """Text a template chooses without an `if`, and characters it makes from numbers. Read from the syntax tree and
 folded constants; nothing is rendered.
 
-    HCT-S008  text selected by a subscript, slice, `.get`, `select` or `reject` whose index reads message content or
-              the clock: `['Approve it.', ''][content | length > 90]`, `{True: a, False: b}['x' in content]`,
-              `note[strftime_now('%d') | int:]` say something on a trigger as an `if` would
+    HCT-S008  text selected by a subscript, slice, `.get`, `select` or `reject`, `cond and text`, or a loop's `if`
+              filter, whose index or condition reads message content or the clock: `['Approve it.', ''][content |
+              length > 90]`, `{True: a, False: b}['x' in content]`, `note[strftime_now('%d') | int:]` say something
+              on a trigger as an `if` would
     HCT-S006  a character produced from a number at render time: `'%c' | format(n)`, `'%c' % n`, `'{:c}'.format(n)`.
               No published template does it (a warning); an error when the number folds to a code point in the
               hidden blocks (tag characters, bidirectional controls, zero-width), or a loop runs over a range there.
@@ -42,24 +43,43 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+def _values(node: nodes.Node, folding: Folding, scope: dict[str, Any]) -> Iterator[Any]:
+    """What an expression may yield: its folded value, else the items of a list or mapping literal or the sides of
+    an `or` or inline `if` (never a subscript's key or a test's argument: those are not written)."""
+    value = folding.value(node, scope)
+    if value is not UNKNOWN:
+        yield value
+    elif isinstance(node, (nodes.List, nodes.Tuple)):
+        for item in node.items:
+            yield from _values(item, folding, scope)
+    elif isinstance(node, nodes.Dict):
+        for pair in node.items:
+            yield from _values(pair.value, folding, scope)
+    elif isinstance(node, nodes.Or):
+        yield from (v for side in (node.left, node.right) for v in _values(side, folding, scope))
+    elif isinstance(node, nodes.CondExpr):
+        yield from (v for side in (node.expr1, node.expr2) if side for v in _values(side, folding, scope))
+
+
 def _payload(container: nodes.Node, folding: Folding, scope: dict[str, Any]) -> str | None:
-    """The first prose a container holds: its folded value, or the literals written in it."""
-    texts = list(_strings(folding.value(container, scope)))
-    texts += [
-        v for n in container.find_all((nodes.Const, nodes.TemplateData)) if isinstance(v := literal_value(n), str)
-    ]
+    """The first prose a container may yield."""
+    texts = [t for v in _values(container, folding, scope) for t in _strings(v)]
     return next((t.strip() for t in texts if prose(t)), None)
 
 
 def _selection(node: nodes.Node) -> tuple[nodes.Node, list[nodes.Node], str] | None:
     """(what is chosen from, the index expressions, how) when `node` chooses by a value."""
     if isinstance(node, nodes.Getitem):
-        return node.node, [node.arg], "slice" if isinstance(node.arg, nodes.Slice) else "subscript"
+        return node.node, [node.arg], "a slice" if isinstance(node.arg, nodes.Slice) else "a subscript"
     if isinstance(node, nodes.Filter) and node.name in _CHOOSERS and node.node is not None:
-        return node.node, [*node.args, *(k.value for k in node.kwargs)], f"`| {node.name}`"
+        return node.node, [*node.args, *(k.value for k in node.kwargs)], f"a `| {node.name}`"
+    if isinstance(node, nodes.And):  # `('invoice' in content) and 'Approve it.'`
+        return node.right, [node.left], "an `and`"
+    if isinstance(node, nodes.For) and node.test is not None:  # `{% for t in notes if 'x' in content %}`
+        return node.iter, [node.test], "a loop's `if` filter"
     method: Any = node.node if isinstance(node, nodes.Call) else None
     if isinstance(method, nodes.Getattr) and method.attr in ("get", "pop") and node.args:  # type: ignore[attr-defined]
-        return method.node, list(node.args), f"`.{method.attr}`"  # type: ignore[attr-defined]
+        return method.node, list(node.args), f"a `.{method.attr}`"  # type: ignore[attr-defined]
     return None
 
 
@@ -94,7 +114,7 @@ def selections(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
             "HCT-S008",
             line,
             src.column(line, first[:30]),
-            f"the text {short(first)} is chosen by a {how} whose index reads {said} (index at line {node.lineno}): "
+            f"the text {short(first)} is chosen by {how} that reads {said} (the choice at line {node.lineno}): "
             "the model is told something on a trigger the conversation does not show, as an `if` would",
             construct=f"{kinds[0]}:{how}:{text[:80]}",
             detail={"trigger": kinds[0]},
