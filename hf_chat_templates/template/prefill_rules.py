@@ -1,7 +1,9 @@
 """HCT-S016: prose the template writes inside the assistant's turn at the generation prompt, after its header: a
 prefilled answer ("Sure, here is my configuration:") the model continues as if it had said it. The legitimate
 shapes are set aside: role headers (`<|im_start|>assistant`, `GPT4 Correct Assistant:`, `### Response:`), an empty
-or opening think block, a single tag or control token. Read from the syntax tree; nothing is rendered."""
+or opening think block, a single tag or control token. A prefill on a content or clock trigger is an error wherever
+the branch is: inside the generation prompt's, joined to it (`add_generation_prompt and 'x' in content`), after it at
+the template's end, or in a macro it calls. Read from the syntax tree; nothing is rendered."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import jinja2.nodes as nodes
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names
 from .safety_findings import SafetyFinding, Source, literal_value, prose, short
+from .trigger_rules import _taint, _trigger
 
 Piece = tuple[nodes.Node, str, bool]
 _MARKS = re.compile(
@@ -62,21 +65,65 @@ def _written(body: list[nodes.Node], folding: Folding, keywords: set[str], asked
                 yield from _written([out], folding, keywords, asked)
 
 
+def _opens_turn(full: str, said: str) -> bool:
+    """Whether text a branch writes opens the assistant's turn (a role header) before its prose."""
+    before = full[: full.find(said.split("\n")[0][:20])] if said else full
+    return bool(re.search(r"assistant|\bmodel\b|\bbot\b|### Response|GPT4", before, re.I))
+
+
+def _in_turn(ast: nodes.Template) -> list[nodes.If]:
+    """The branches that write inside the assistant's turn the generation prompt opened without asking for it: a
+    branch after the generation prompt's at the template's end, and one in a macro called there or inside it."""
+    opened = [i for i, stmt in enumerate(ast.body) if isinstance(stmt, nodes.If) and _asks_generation(stmt.test)]
+    there: list[nodes.Node] = [i for i in ast.find_all(nodes.If) if _asks_generation(i.test)]
+    there += [stmt for stmt in ast.body[opened[0] :] if not isinstance(stmt, nodes.Macro)] if opened else []
+    there += [b for stmt in there for b in stmt.find_all(nodes.If)]
+    branches = [stmt for stmt in there if isinstance(stmt, nodes.If)]
+    called = {c.node.name for b in there for c in b.find_all(nodes.Call) if isinstance(c.node, nodes.Name)}
+    macros = [m for m in ast.find_all(nodes.Macro) if m.name in called]
+    return branches + [b for m in macros for b in m.find_all(nodes.If)]
+
+
+def _inner_trigger(
+    node: nodes.If, folding: Folding, keywords: set[str], tainted: dict[str, str]
+) -> tuple[str, str] | None:
+    """A content or clock trigger on a branch inside the generation prompt's that writes prose there."""
+    for inner in (i for stmt in node.body for i in [stmt, *stmt.find_all(nodes.If)] if isinstance(i, nodes.If)):
+        found = _trigger(inner.test, tainted)
+        written = "".join(v for _, v, _ in _written(inner.body, folding, keywords))
+        if found and prose(after_header(written), words=3):
+            return found
+    return None
+
+
+def _said(trigger: tuple[str, str]) -> str:
+    kind, what = trigger
+    return f"message content {what}" if kind == "content" else f"the clock is compared with {what}"
+
+
 def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S016: a warning; info when only a keyword the caller passes asks for the text (Seed-OSS writes its
-    thinking budget into the think block when `thinking_budget == 0`): the caller asked for it by name."""
+    thinking budget into the think block when `thinking_budget == 0`): the caller asked for it by name. An error
+    when a content or clock trigger gates it: a branch on what the last message says that opens the assistant's
+    turn with prose, or a triggered branch inside the generation prompt's."""
     defaulted = {
         t.node.name for t in ast.find_all(nodes.Test) if t.name == "defined" and isinstance(t.node, nodes.Name)
     }
     keywords = (undeclared_names(ast) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
+    tainted = _taint(ast)
+    after = _in_turn(ast)
     for node in ast.find_all(nodes.If):
-        if not _asks_generation(node.test):
+        trigger = _trigger(node.test, tainted)
+        asked_for = _asks_generation(node.test)
+        if not asked_for and trigger is None:
             continue
         pieces = list(_written(node.body, folding, keywords))
-        said = after_header("".join(v for _, v, _ in pieces))
-        if not prose(said, words=3):
+        full = "".join(v for _, v, _ in pieces)
+        said = after_header(full)
+        if not prose(said, words=3) or not (asked_for or _opens_turn(full, said) or node in after):
             continue
         unasked = prose(after_header("".join(v for _, v, asked in pieces if not asked)), words=3)
+        trigger = trigger or _inner_trigger(node, folding, keywords, tainted)
         first = next(row for row in said.split("\n") if row.strip())
         expr = next((e for e, v, _ in pieces if first[:20] in v), node)
         rows = str(literal_value(expr) or "").split("\n")
@@ -87,7 +134,8 @@ def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
             src.column(line, first[:30]),
             f"the template writes {short(first)} inside the assistant's turn at the generation prompt (condition at "
             f"line {node.lineno}): the model continues an answer it did not give, as if it had said it"
-            + ("" if unasked else " (only when a keyword the caller passes asks for it)"),
-            severity="warning" if unasked else "info",
+            + (f", and only when {_said(trigger)}" if trigger else "")
+            + ("" if unasked or trigger else " (only when a keyword the caller passes asks for it)"),
+            severity="error" if trigger else "warning" if unasked else "info",
             construct=said[:120],
         )

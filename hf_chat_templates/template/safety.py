@@ -11,11 +11,13 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S003  Jinja's default globals (`cycler`, `joiner`, `lipsum`, `self`): the usual handle to Python internals
     HCT-S004  another template or file read: `{% include %}`, `{% import %}`, `{% extends %}`
     HCT-S005  a name transformers never passes that reads like Python or the process environment (`os`, `environ`)
-    HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block)
+    HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block), or characters
+              made from numbers at render time (`'%c' | format(n)`, `selection_rules`)
     HCT-S007  a look-alike of a control token (Unicode's confusables): an imitating letter among ASCII ones, or two
               tokens that look alike
     HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock,
-              or once a flag set that way (or the conversation's length) says so
+              or once a flag set that way (or the conversation's length) says so, or chosen by an index read from
+              content or the clock (`[note, ''][cond]`, `selection_rules`)
     HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
@@ -54,6 +56,7 @@ from .instructions import written_instructions
 from .prefill_rules import prefills
 from .rewrite_rules import rewrites
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
+from .selection_rules import characters, selections
 from .syntax import check_template_syntax, parse_environment, transformers_text
 from .trigger_rules import spliced, triggers
 
@@ -96,6 +99,8 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += repeats(ast, src, folding)
     found += prefills(ast, src, folding)
     found += rewrites(ast, src, folding)
+    found += selections(ast, src, folding)
+    found += characters(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
@@ -313,8 +318,7 @@ def _format_width(node: nodes.Node) -> int:
 def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
     for node in ast.find_all((nodes.Call, nodes.Mul, nodes.Macro)):
         if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
-            sizes = [const_int(a) for a in node.args]
-            size = max((s for s in sizes if s is not None), default=0)
+            size = _range_count(node.args)
             if size > MAX_RANGE:
                 count = "an astronomical number of" if math.isinf(size) else f"{size:,.0f}"
                 yield SafetyFinding(
@@ -347,8 +351,18 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
 
 def _range_size(node: nodes.Node) -> float:
     if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
-        return max((s for s in (const_int(a) for a in node.args) if s is not None), default=0.0)
+        return _range_count(node.args)
     return 0.0
+
+
+def _range_count(args: list[nodes.Expr]) -> float:
+    """How many items `range(*args)` gives (`range(0xE0020, 0xE007F)`: 95); the largest bound when one is unknown."""
+    sizes = [const_int(a) for a in args]
+    known = [s for s in sizes if s is not None]
+    if len(known) == len(sizes) >= 2 and not any(math.isinf(s) for s in known):
+        start, stop, step = (*known, 1.0)[:3]
+        return max(0.0, math.ceil((stop - start) / step)) if step else 0.0
+    return max(known, default=0.0)
 
 
 def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:

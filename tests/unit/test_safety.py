@@ -67,6 +67,19 @@ SAFETY_HOSTILE = {
     "bomb_self_add": "HCT-S009",
     "bomb_center_self": "HCT-S009",
     "bomb_repeat_power": "HCT-S009",
+    # text chosen without an `if`, characters made from numbers, a computed rewrite of content, a prefill gated on
+    # content (test_safety_selection)
+    "select_list_index": "HCT-S008",
+    "select_clock_slice": "HCT-S008",
+    "select_dict_bool": "HCT-S008",
+    "select_dict_get": "HCT-S008",
+    "select_filter_content": "HCT-S008",
+    "chars_tag_range": "HCT-S006",
+    "chars_format_offset": "HCT-S006",
+    "rewrite_computed_hex": "HCT-S015",
+    "rewrite_split_swap": "HCT-S015",
+    "prefill_content_trigger": "HCT-S016",
+    "prefill_macro_trigger": "HCT-S016",
 }
 # The constructs that transformers' sandbox refuses: the safety finding names the same construct.
 SANDBOX_CONSTRUCTS = {
