@@ -27,7 +27,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .folded_rules import _folded_trigger, _part_type, _reads_content
-from .folding import UNKNOWN, Folding
+from .folding import UNKNOWN, Folding, variable_key
 from .safety_findings import SafetyFinding, Source, literal_value, markup, prose, short
 from .trigger_rules import _gated_literals, _prose_line, _taint, _trigger
 
@@ -62,7 +62,7 @@ class Conditions:
         self.loops = _constant_loops(ast, folding)
         self.counters = _counters(ast)
         self.positions: set[str] = set()  # `{% set ns.turn = loop.index %}`: a position kept
-        assigns = [(_key(a.target), a.node) for a in ast.find_all(nodes.Assign)]
+        assigns = [(variable_key(a.target), a.node) for a in ast.find_all(nodes.Assign)]
         for _ in range(MAX_FLAG_STEPS):
             found = {key for key, value in assigns if key and self._position(value)} - self.positions
             if not found:
@@ -149,7 +149,7 @@ class Conditions:
                 base = base.node
             if isinstance(base, nodes.Name) and "message" in base.name:
                 return f"the length of `{base.name}`"
-        key = _key(node)
+        key = variable_key(node)
         return f"the count `{key}`" if key in self.counters or key in self.positions else None
 
     def gate(self, test: nodes.Node, value: bool = False) -> Gate | None:
@@ -167,7 +167,7 @@ class Conditions:
             said = f"message content {what}" if kind == "content" else f"the clock is compared with {what}"
             return Gate("content", said, test.lineno, what)
         for sub in (test, *test.find_all((nodes.Name, nodes.Getattr))):
-            key = _key(sub)
+            key = variable_key(sub)
             if key in self.flags and not (isinstance(sub, nodes.Name) and sub.ctx != "load"):
                 flag = self.flags[key]
                 said = f"the flag `{key}` is set (line {flag.line}, where {flag.said})"
@@ -186,17 +186,6 @@ def _measures(node: nodes.Node) -> bool:
     return sized or any(getattr(c.node, "name", None) == "len" for c in node.find_all(nodes.Call))
 
 
-def _key(node: nodes.Node) -> str | None:
-    """`x` for a name, `ns.attr` for a namespace attribute read or set."""
-    if isinstance(node, nodes.Name):
-        return node.name
-    if isinstance(node, nodes.NSRef):
-        return f"{node.name}.{node.attr}"
-    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
-        return f"{node.node.name}.{node.attr}"
-    return None
-
-
 def _constant_loops(ast: nodes.Template, folding: Folding) -> dict[str, list[Any]]:
     """Loop variables over constant lists (`{% for k in ['pi' ~ 'p ', 'sudo'] %}`) and the lists."""
     loops: dict[str, list[Any]] = {}
@@ -211,9 +200,13 @@ def _counters(ast: nodes.Template) -> set[str]:
     """Names and namespace attributes a template counts with: `{% set ns.n = ns.n + 1 %}`."""
     found = set()
     for assign in ast.find_all(nodes.Assign):
-        key = _key(assign.target)
+        key = variable_key(assign.target)
         value = assign.node
-        if key and isinstance(value, (nodes.Add, nodes.Sub)) and key in (_key(value.left), _key(value.right)):
+        if (
+            key
+            and isinstance(value, (nodes.Add, nodes.Sub))
+            and key in (variable_key(value.left), variable_key(value.right))
+        ):
             found.add(key)
     return found
 
@@ -245,13 +238,13 @@ def _within(node: nodes.Node, conds: tuple[nodes.Node, ...]) -> Iterator[tuple[n
 
 def find_flags(ast: nodes.Template, cond: Conditions) -> None:
     """Fill `cond.flags`: what is assigned under a trigger, or from a flag, to a fixed point (MAX_FLAG_STEPS)."""
-    assigns = [(n, c) for n, c in guarded(ast) if isinstance(n, nodes.Assign) and _key(n.target)]
+    assigns = [(n, c) for n, c in guarded(ast) if isinstance(n, nodes.Assign) and variable_key(n.target)]
     macros = {m.name: m for m in ast.find_all(nodes.Macro)}
     calls = [c for c in ast.find_all(nodes.Call) if getattr(c.node, "name", None) in macros]
     for _ in range(MAX_FLAG_STEPS + 1):
         before = len(cond.flags)
         for assign, conds in assigns:
-            key = _key(assign.target)
+            key = variable_key(assign.target)
             if key is None or key in cond.flags:  # a count kept under a trigger is a flag too
                 continue
             gates = [g for c in conds if (g := cond.gate(c))]

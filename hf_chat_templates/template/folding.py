@@ -462,3 +462,14 @@ def undeclared_names(ast: nodes.Template) -> set[str]:
     bound |= {i.target for i in ast.find_all(nodes.Import)}
     bound |= {n if isinstance(n, str) else n[1] for f in ast.find_all(nodes.FromImport) for n in f.names}
     return loaded - bound - {"loop", "caller", "varargs", "kwargs"}
+
+
+def variable_key(node: nodes.Node) -> str | None:
+    """`x` for a name, `ns.attr` for a namespace attribute read or set; None for anything else."""
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.NSRef):
+        return f"{node.name}.{node.attr}"
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+        return f"{node.node.name}.{node.attr}"
+    return None

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import UNKNOWN, Folding
+from .folding import UNKNOWN, Folding, variable_key
 from .safety_findings import SafetyFinding, Source
 
 MAX_GROWTH = 100_000  # times its size a variable may grow in one render (as `MAX_REPEAT_CHARS` for a repeat)
@@ -24,20 +24,10 @@ _SIZES = frozenset({"length", "count", "wordcount", "first", "last", "random"})
 _PADS = frozenset({"center", "indent", "wordwrap", "truncate", "batch"})
 
 
-def _key(node: nodes.Node) -> str | None:
-    if isinstance(node, nodes.Name):
-        return node.name
-    if isinstance(node, nodes.NSRef):
-        return f"{node.name}.{node.attr}"
-    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
-        return f"{node.node.name}.{node.attr}"
-    return None
-
-
 def _reads(node: nodes.Node, key: str) -> int:
     """How many times `node` writes the value of `key` into what it computes: not its size (`s | length`), not a
     test, a condition or a subscript's key."""
-    if _key(node) == key and not (isinstance(node, nodes.Name) and node.ctx != "load"):
+    if variable_key(node) == key and not (isinstance(node, nodes.Name) and node.ctx != "load"):
         return 1
     if isinstance(node, (nodes.Compare, nodes.Test)) or (isinstance(node, nodes.Filter) and node.name in _SIZES):
         return 0
@@ -84,7 +74,10 @@ def _replace_args(node: nodes.Node) -> tuple[nodes.Expr, list[nodes.Expr]] | Non
 
 def _sized_by(node: nodes.Node, key: str) -> bool:
     return any(
-        isinstance(f, nodes.Filter) and f.name in ("length", "count") and f.node is not None and _key(f.node) == key
+        isinstance(f, nodes.Filter)
+        and f.name in ("length", "count")
+        and f.node is not None
+        and variable_key(f.node) == key
         for f in (node, *node.find_all(nodes.Filter))
     )
 
@@ -129,7 +122,7 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
                 visit(child, steps, inside)
 
     def visit(node: nodes.Node, steps: tuple[float, float], inside: tuple[str, ...]) -> None:
-        if isinstance(node, (nodes.Assign, nodes.AssignBlock)) and (key := _key(node.target)):
+        if isinstance(node, (nodes.Assign, nodes.AssignBlock)) and (key := variable_key(node.target)):
             factor = _factor(node.body if isinstance(node, nodes.AssignBlock) else node.node, key, folding)
             if factor > 1:
                 grown.setdefault(key, []).append((factor, steps, node))
@@ -168,7 +161,7 @@ def _recursive_growth(macros: Iterable[nodes.Macro], src: Source, folding: Foldi
         recursive = [c for c in macro.find_all(nodes.Call) if getattr(c.node, "name", None) == macro.name]
         sets: list[Any] = [*macro.find_all(nodes.Assign), *macro.find_all(nodes.AssignBlock)]
         for assign in sets if recursive else []:
-            key = _key(assign.target)
+            key = variable_key(assign.target)
             value = assign.body if isinstance(assign, nodes.AssignBlock) else assign.node
             if key and _factor(value, key, folding) > 1:
                 yield SafetyFinding(
