@@ -28,8 +28,8 @@ def test_install_training_writes_a_named_template_that_verifies(
     assert [t["name"] for t in config["chat_template"]] == ["default", "training"]
     report = verify(out)
     mask = report.check("assistant-mask")
-    assert mask.status in ("pass", "warn"), mask.message
-    assert "the folder's training template" in mask.message or mask.status == "warn"
+    assert mask.status in ("pass", "warn", "info"), mask.message
+    assert "the folder's training template" in mask.message or mask.status in ("warn", "info")
     assert report.ok
     before = snapshot(out)
     install(family, out, tmp_path / "again", training=True)
@@ -43,4 +43,4 @@ def test_install_training_writes_a_named_template_that_verifies(
 def test_upstream_variants_get_masks_equal_to_their_spans(key: str, installed_variants: dict) -> None:
     family, variant = key.split("/")
     report = verify(installed_variants[(family, variant)], family=family, variant=variant, only=["assistant-mask"])
-    assert report.check("assistant-mask").status in ("pass", "warn"), report.check("assistant-mask").message
+    assert report.check("assistant-mask").status in ("pass", "warn", "info"), report.check("assistant-mask").message

@@ -81,6 +81,20 @@ def test_an_inferred_bracket_token_the_tokenizer_writes_as_text_is_info(good: Pa
     assert "--control-token [INST]" in result.message
 
 
+def test_an_inferred_mistral_control_name_in_pieces_fails(good: Path) -> None:
+    # Mistral Nemo's way: [TOOL_CALLS] (an upper-case name with an underscore, in brackets) is a control token in
+    # every Mistral tokenizer that writes it; in pieces, tool calls are trained as text
+    calls = INST.replace(
+        "{{- ' ' + m.content + eos_token -}}",
+        "{%- if m.tool_calls -%}{{- '[TOOL_CALLS]' + m.tool_calls | tojson + eos_token -}}"
+        "{%- else -%}{{- ' ' + m.content + eos_token -}}{%- endif -%}",
+    )
+    result = check(context(good, calls), "control-tokens-atomic")
+    assert result.status == "fail", result.message
+    named = " ".join([result.message, *(e["message"] for e in result.detail.get("examples", []))])
+    assert "[TOOL_CALLS] is not one token" in named
+
+
 def test_a_declared_bracket_token_in_pieces_fails(good: Path) -> None:
     result = check(context(good, INST, control_tokens=["[INST]"]), "control-tokens-atomic")
     assert result.status == "fail" and result.message.startswith("[INST] is not one token")

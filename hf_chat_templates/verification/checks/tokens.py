@@ -29,12 +29,20 @@ def _asserted(ctx: VerifyContext) -> set[str]:
 def _text_by_design(ctx: VerifyContext, token: str, asserted: set[str]) -> bool:
     """An inferred token the tokenizer has no added token for, in a shape that is also plain text (`[INST]`,
     `<tool_call>`, `</parameter>`): models such as Mixtral are trained with it in pieces. `<|…|>` and `<｜…｜>`
-    (or half-piped, `<|turn>`) are written only as tokens."""
-    return token not in asserted and token not in ctx.added_tokens and not _PIPE_TOKEN.fullmatch(token)
+    (or half-piped, `<|turn>`), and Mistral's `[TOOL_CALLS]`-like names, are written only as tokens."""
+    return (
+        token not in asserted
+        and token not in ctx.added_tokens
+        and not _PIPE_TOKEN.fullmatch(token)
+        and not _MISTRAL_TOKEN.fullmatch(token)
+    )
 
 
 # `<|im_end|>`, `<｜User｜>`, and Gemma 4's half-piped `<|turn>` and `<turn|>`: shapes no text takes.
 _PIPE_TOKEN = re.compile(r"<[|｜].*>|<.*[|｜]>", re.DOTALL)
+# `[TOOL_CALLS]`, `[AVAILABLE_TOOLS]`, `[/TOOL_RESULTS]`: upper-case names joined by an underscore in brackets, which
+# Mistral's tokenizers hold as control tokens (unlike `[INST]`, plain text in its first vocabulary).
+_MISTRAL_TOKEN = re.compile(r"\[/?[A-Z]+(?:_[A-Z]+)+\]")
 TEXT_TOKEN_NOTE = (
     "written as text by this tokenizer; if the model was trained with it as one token, declare it with "
     "--control-token {token}"
