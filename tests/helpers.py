@@ -379,3 +379,27 @@ def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[tuple[An
 
     monkeypatch.setattr(owner, name, recorded)
     return calls
+
+
+def verify_recording_workers(monkeypatch: Any, folder: Path, **options: Any) -> tuple[Any, list[tuple[str, bool]]]:
+    """`runner.verify(folder, **options)`, recording each worker begun as (its last argument, whether the tokenizer
+    had loaded by then): the proof that verify begins its workers before the tokenizer loads."""
+    from hf_chat_templates.template.engines import json_worker
+    from hf_chat_templates.verification import runner
+
+    begun: list[tuple[str, bool]] = []
+    loaded = False
+    popen, load = json_worker._popen, runner.load_tokenizer
+
+    def record(command: list[str]) -> Any:
+        begun.append((command[-1], loaded))
+        return popen(command)
+
+    def load_tokenizer(*args: object) -> object:
+        nonlocal loaded
+        loaded = True
+        return load(*args)
+
+    monkeypatch.setattr(json_worker, "_popen", record)
+    monkeypatch.setattr(runner, "load_tokenizer", load_tokenizer)
+    return runner.verify(folder, **options), begun

@@ -18,7 +18,7 @@ from hf_chat_templates.template.engines import RenderJob, engine_profiles
 from hf_chat_templates.template.engines.llamacpp import LlamaCppEngine, _wasm_engine
 from hf_chat_templates.verification.checks.engines import reference, render_in
 
-from ..helpers import GOOD, check, context
+from ..helpers import GOOD, check, context, verify_recording_workers
 
 CONVERSATIONS = ("plain", "multi-turn", "generation-prompt", "tool-call", "parallel-tool-calls", "agent-loop")
 
@@ -217,19 +217,7 @@ def test_verify_begins_each_worker_once_before_the_tokenizer_loads(
     with monkeypatch.context() as late:
         late.setattr(runner, "_prestart", lambda *args: None)
         unprimed = runner.verify(folder, only=only, engines="llama.cpp")
-    begun: list[tuple[str, bool]] = []
-    popen = json_worker._popen
-    monkeypatch.setattr(json_worker, "_popen", lambda command: begun.append((command[-1], loaded)) or popen(command))
-    loaded = False
-    load = runner.load_tokenizer
-
-    def load_tokenizer(*args: object) -> object:
-        nonlocal loaded
-        loaded = True
-        return load(*args)
-
-    monkeypatch.setattr(runner, "load_tokenizer", load_tokenizer)
-    report = runner.verify(folder, only=only, engines="llama.cpp")
+    report, begun = verify_recording_workers(monkeypatch, folder, only=only, engines="llama.cpp")
     assert sorted(begun) == sorted([("llama3.2-pythonic", False), (llamacpp_worker_path(), False)])
     assert [(r.id, r.severity, r.message) for r in report.checks] == [
         (r.id, r.severity, r.message) for r in unprimed.checks

@@ -18,7 +18,7 @@ from hf_chat_templates.verification import mistral_reference as mr
 from hf_chat_templates.verification.references import MISTRAL, begin, mistral_outcomes
 from hf_chat_templates.verification.results import CheckResult
 
-from ..helpers import build_toy_tokenizer, check, context, corpus_names, corpus_templates
+from ..helpers import build_toy_tokenizer, check, context, corpus_names, corpus_templates, verify_recording_workers
 
 MISTRAL_DATA = Path(__file__).parents[1] / "data" / "mistral"
 NEMO = corpus_templates("mistral-nemo")["default"].read_text(encoding="utf-8")
@@ -249,19 +249,7 @@ def test_verify_begins_the_mistral_worker_before_the_tokenizer_loads(
         late.setattr(runner, "_prestart", lambda *args: None)
         late.setattr(runner, "begin_references", lambda ctx: None)
         here = runner.verify(shipped, only=only)
-    begun: list[tuple[str, bool]] = []
-    popen = json_worker._popen
-    monkeypatch.setattr(json_worker, "_popen", lambda command: begun.append((command[-1], loaded)) or popen(command))
-    loaded = False
-    load = runner.load_tokenizer
-
-    def load_tokenizer(*args: object) -> object:
-        nonlocal loaded
-        loaded = True
-        return load(*args)
-
-    monkeypatch.setattr(runner, "load_tokenizer", load_tokenizer)
-    report = runner.verify(shipped, only=only)
+    report, begun = verify_recording_workers(monkeypatch, shipped, only=only)
     assert begun == [(MISTRAL, False)]
     seen = [(r.status, r.message, r.hint) for r in report.checks]
     assert seen == [(r.status, r.message, r.hint) for r in here.checks]
