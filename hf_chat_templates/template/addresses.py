@@ -11,7 +11,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .safety_findings import SafetyFinding, Source
+from .safety_findings import SafetyFinding, Source, literal_value
 
 # Top-level domains an address in a template would use; a bare `word.word` (`functions.get_weather`,
 # `browser.search`, `message.content`) is a name, not a domain, unless it ends in one of these.
@@ -91,7 +91,7 @@ def literal_addresses(ast: nodes.Template, src: Source) -> Iterator[SafetyFindin
     written = written_nodes(ast)
     node: Any
     for node in ast.find_all((nodes.TemplateData, nodes.Const)):
-        value = node.data if isinstance(node, nodes.TemplateData) else node.value
+        value = literal_value(node)
         if not isinstance(value, str) or id(node) not in written:
             continue
         for what, address in addresses_in(value):

@@ -26,10 +26,10 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folded_rules import _folded_trigger, _part_type, _reads_content
+from .folded_rules import _folded_trigger, _reads_content
 from .folding import UNKNOWN, Folding, variable_key
 from .safety_findings import SafetyFinding, Source, literal_value, markup, prose, short
-from .trigger_rules import _gated_literals, _prose_line, _taint, _trigger
+from .trigger_rules import _gated_literals, _part_type, _prose_line, _taint, _trigger
 
 MAX_FLAG_STEPS = 6  # flag -> flag -> ... followed this far
 MIN_POSITION = 3  # `messages | length > 2` is a template's own shape; past that, a gate on how long the chat is

@@ -22,7 +22,7 @@ from .addresses import addresses_in, written_nodes
 from .folding import MAX_STEPS, UNKNOWN, Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
-from .trigger_rules import CONTENT_KEYS, _gated_literals, _prose_line, _reads, _taint, _trigger
+from .trigger_rules import CONTENT_KEYS, _gated_literals, _part_type, _prose_line, _reads, _taint, _trigger
 
 # What the sandbox guards with `is_safe_attribute`: a subscript with a name it does not know reaches attributes.
 GUARDED_GLOBALS = frozenset(
@@ -197,18 +197,6 @@ def _spelled(node: nodes.Node) -> str:
 
 
 # ---- HCT-S008: triggers and gated text, folded -------------------------------------------------------------------
-def _part_type(node: nodes.Node) -> bool:
-    """`part['type']` / `part.type`: which kind a content part is, not what the speaker wrote."""
-    key = (
-        node.attr
-        if isinstance(node, nodes.Getattr)
-        else const_string(node.arg)
-        if isinstance(node, nodes.Getitem)
-        else None
-    )
-    return key == "type"
-
-
 def _words(value: Any) -> str | None:
     values = value if isinstance(value, list) else [value]
     found = [v for v in values if isinstance(v, str) and re.search(r"[^\W\d_]{2}", v) and not markup(v)]

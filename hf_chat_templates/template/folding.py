@@ -126,6 +126,8 @@ class Folding:
         self._depth = 0
         self._memo: dict[int, Any] | None = None  # values without bindings, once the constants are known
         self._sequences: dict[str, list[Any]] = {}
+        self._walked: list[tuple[nodes.Node, dict[str, Any]]] | None = None
+        self._strings: list[tuple[nodes.Node, str]] | None = None
         self.constants = self._constants()
         self._memo = {}
 
@@ -369,22 +371,27 @@ class Folding:
     # ---- every string ------------------------------------------------------------------------------------------
     def strings(self) -> Iterator[tuple[nodes.Node, str]]:
         """Each expression that is not a literal and folds to a string, with that string (a list of strings is
-        the strings joined by spaces), once per node and value; inside a loop over a constant list, once per item."""
-        seen: set[tuple[int, str]] = set()
-        for node, scope in self.walk():
-            if isinstance(node, (nodes.Const, nodes.TemplateData)) or not isinstance(node, nodes.Expr):
-                continue
-            value = self.value(node, scope)
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                value = " ".join(value)
-            if isinstance(value, str) and value and (id(node), value) not in seen:
-                seen.add((id(node), value))
-                yield node, value
+        the strings joined by spaces), once per node and value; inside a loop over a constant list, once per item.
+        Computed once: every rule reads the same list (and the step budget is spent once, not once per rule)."""
+        if self._strings is None:
+            found: dict[tuple[int, str], tuple[nodes.Node, str]] = {}
+            for node, scope in self.walk():
+                if isinstance(node, (nodes.Const, nodes.TemplateData)) or not isinstance(node, nodes.Expr):
+                    continue
+                value = self.value(node, scope)
+                if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                    value = " ".join(value)
+                if isinstance(value, str) and value:
+                    found.setdefault((id(node), value), (node, value))
+            self._strings = list(found.values())
+        return iter(self._strings)
 
     def walk(self) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
         """Every node of the template with the bindings of the loops over constant lists it is in (a node inside
-        such a loop comes once per item)."""
-        return self._scoped(self.ast, {})
+        such a loop comes once per item). Walked once; later calls read the same list."""
+        if self._walked is None:
+            self._walked = list(self._scoped(self.ast, {}))
+        return iter(self._walked)
 
     def _scoped(self, node: nodes.Node, scope: dict[str, Any]) -> Iterator[tuple[nodes.Node, dict[str, Any]]]:
         """Every node under `node` with the loop bindings in force there."""
