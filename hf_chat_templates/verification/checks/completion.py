@@ -125,15 +125,16 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             cause="input normalization" if own else None,
             hint="strip leading whitespace from answers in the data" if own else None,
         )
-    return _decoded_finding(ctx, probe, index, (prompt, header, answer, stop), full_ids[len(prompt_ids) :])
+    return _decoded_finding(ctx, probe, index, (prompt, header, answer, stop), full_ids, len(prompt_ids))
 
 
 def _decoded_finding(
-    ctx: VerifyContext, probe: Probe, index: int, parts: tuple[str, str, str, str], completion: list[int]
+    ctx: VerifyContext, probe: Probe, index: int, parts: tuple[str, str, str, str], ids: list[int], start: int
 ) -> Finding | None:
-    """Whether the completion tokens decode to the header, the content, then the stop token (`parts`: the prompt,
-    the header, the content, the stop token)."""
+    """Whether the completion tokens (`ids` from `start`, the prompt's length in tokens) decode to the header, the
+    content, then the stop token (`parts`: the prompt, the header, the content, the stop token)."""
     prompt, header, answer, stop = parts
+    completion = ids[start:]
     stop_id = ctx.token_id(stop)
     decoded = ctx.tokenizer.decode(completion[: completion.index(stop_id)]) if stop_id in completion else None
     if decoded == header + answer:
@@ -151,7 +152,7 @@ def _decoded_finding(
         f"probe {probe.id}: message {index}: the completion tokens "
         f"{ctx.pieces(completion[:8])} do not decode to the content then "
         f"{stop}",
-        {"message_index": index, "token_position": len(ctx.renderer.encode(prompt))},
+        {"message_index": index, "token_position": start},
     )
 
 

@@ -10,6 +10,7 @@ holds, the turns are not judged: the result says so (info), and never guesses.""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -212,7 +213,8 @@ def unclosed_turns(ctx: VerifyContext, s: _Structure) -> list[Finding]:
     for probe, text in s.rendered():
         if probe.continue_final_message:
             continue  # the prefill leaves the last turn open by design
-        completed = _completed(ctx, probe) if probe.add_generation_prompt else None
+        # The conversation completed with its answer, rendered only when a turn is found open (rarely)
+        completed = functools.cache(lambda probe=probe: _completed(ctx, probe))
         own, reported = _own_text(probe), set()
         for pair in s.pairs:
             if pair.opener in own or pair.closer in own:
@@ -222,7 +224,7 @@ def unclosed_turns(ctx: VerifyContext, s: _Structure) -> list[Finding]:
             for index, (start, end) in enumerate(turns):
                 if end is not None or start in reported:
                     continue
-                if probe.add_generation_prompt and _allowed(pair, index, completed, s.stops - {pair.opener}):
+                if probe.add_generation_prompt and _allowed(pair, index, completed(), s.stops - {pair.opener}):
                     continue
                 reported.add(start)
                 nxt = text.find(pair.opener, start + len(pair.opener))
