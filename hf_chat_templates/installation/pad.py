@@ -7,6 +7,7 @@ is kept with a warning that names `--pad-token`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from ..errors import UsageError, option
@@ -17,17 +18,25 @@ from .subject import InstallSubject
 GENERIC_PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
 
 
+def pad_candidates(
+    preferred: Iterable[str], unk: str | None, stops: Container[str], is_special: Callable[[str], bool]
+) -> list[str]:
+    """Special tokens that can pad, none a stop token: `preferred` (a family's own) first, then the usual pad
+    tokens, then `unk`."""
+    found = [
+        candidate
+        for candidate in (*preferred, *GENERIC_PAD_TOKENS, unk)
+        if candidate and candidate not in stops and is_special(candidate)
+    ]
+    return list(dict.fromkeys(found))
+
+
 def _pad_candidates(
     subject: InstallSubject, config: dict[str, Any], vocab: Vocabulary, eos: str, stops: tuple[str, ...]
 ) -> list[str]:
     """Special tokens of the vocabulary that can pad (none a stop token), the family's own first."""
     unk = token_content(config.get("unk_token")) or vocab.data["model"].get("unk_token")
-    found = [
-        candidate
-        for candidate in (*subject.pad_tokens, *GENERIC_PAD_TOKENS, unk)
-        if candidate and candidate != eos and candidate not in stops and vocab.is_special(candidate)
-    ]
-    return list(dict.fromkeys(found))
+    return pad_candidates(subject.pad_tokens, unk, {eos, *stops}, vocab.is_special)
 
 
 def _requested_pad(

@@ -320,14 +320,15 @@ def boundary_merge(ctx: VerifyContext) -> CheckResult:
 
 def _pad_example(ctx: VerifyContext) -> str:
     """A special token of the tokenizer that can pad (not a stop token), for a fix to name; TOKEN when none."""
-    from ...installation.pad import GENERIC_PAD_TOKENS
+    from ...installation.pad import pad_candidates
+
+    def special(token: str) -> bool:
+        added = ctx.added_tokens.get(token)
+        return added is not None and added.special
 
     stops = {*ctx.stop_tokens, ctx.tokenizer.eos_token}
-    for token in (*GENERIC_PAD_TOKENS, ctx.tokenizer.unk_token):
-        added = ctx.added_tokens.get(token) if token else None
-        if added is not None and added.special and token not in stops:
-            return shlex.quote(token)
-    return "TOKEN"
+    found = pad_candidates((), ctx.tokenizer.unk_token, stops, special)
+    return shlex.quote(found[0]) if found else "TOKEN"
 
 
 def _stop_findings(ctx: VerifyContext, stop: str, sid: int, eos_ids: list[int], gen: dict | None) -> list[Finding]:
