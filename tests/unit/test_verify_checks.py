@@ -62,17 +62,22 @@ def test_control_tokens_atomic_fails_when_not_special(tmp_path: Path) -> None:
     assert "not a registered special token" in result.message
 
 
-def test_ids_match_string_fails_when_tokenize_true_differs(good: Path) -> None:
-    ctx = context(good)
+def _bos_on_tokenize(ctx: Any) -> None:
+    """Make `apply_chat_template(tokenize=True)` prepend a BOS, as older tokenizer code paths did."""
     original = ctx.tokenizer.apply_chat_template
 
-    def prepend_bos(*args: Any, **kwargs: Any) -> Any:  # what older tokenizer code paths did
+    def prepend_bos(*args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
         if kwargs.get("tokenize"):
             out["input_ids"] = [ctx.tokenizer.bos_token_id, *out["input_ids"]]
         return out
 
     ctx.tokenizer.apply_chat_template = prepend_bos
+
+
+def test_ids_match_string_fails_when_tokenize_true_differs(good: Path) -> None:
+    ctx = context(good)
+    _bos_on_tokenize(ctx)
     result = check(ctx, "ids-match-string")
     assert result.status == "fail"
     assert "differs from tokenizing the rendered string at token 0" in result.message
@@ -103,15 +108,7 @@ def test_no_double_bos_fails_when_the_template_writes_it_twice(tmp_path: Path) -
 
 def test_no_double_bos_fails_when_tokenize_true_adds_one_the_template_writes(tmp_path: Path) -> None:
     ctx = context(chatml_folder(tmp_path / "tok"), "{{- bos_token -}}" + GOOD)
-    original = ctx.tokenizer.apply_chat_template
-
-    def prepend_bos(*args: Any, **kwargs: Any) -> Any:  # what older tokenizer code paths did
-        out = original(*args, **kwargs)
-        if kwargs.get("tokenize"):
-            out["input_ids"] = [ctx.tokenizer.bos_token_id, *out["input_ids"]]
-        return out
-
-    ctx.tokenizer.apply_chat_template = prepend_bos
+    _bos_on_tokenize(ctx)
     result = check(ctx, "no-double-bos")
     assert result.status == "fail" and result.cause == "tokenizer config"
     assert "apply_chat_template(tokenize=True) has 2 BOS <s> (id 1)" in result.message
