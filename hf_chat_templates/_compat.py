@@ -101,6 +101,47 @@ def frozen_clock(moment: _dt.datetime) -> Iterator[None]:
         chat_template_utils.datetime = original  # type: ignore[misc]
 
 
+# ---- transformers: loading a plain tokenizer folder as AutoTokenizer does ---------------------------------------
+
+
+def load_plain_tokenizer(path: str, **kwargs: Any) -> Any:
+    """`TokenizersBackend.from_pretrained(path, **kwargs)` exactly as `AutoTokenizer.from_pretrained` calls it for
+    a folder whose class is TokenizersBackend: with the private `_from_auto=True` it adds.
+
+    Relies on `PreTrainedTokenizerBase.from_pretrained` popping `_from_auto` before the tokenizer is built (it only
+    reaches the Hub user agent). Checked with transformers 5.25.0. A version that stopped popping it would keep it
+    among the tokenizer's `init_kwargs`, and so in a saved tokenizer_config.json: the test of this function checks
+    that it is not there."""
+    from transformers import TokenizersBackend
+
+    return TokenizersBackend.from_pretrained(path, _from_auto=True, **kwargs)
+
+
+# ---- jinja2: the `{% generation %}` tag, parsed as transformers parses it ----------------------------------------
+
+
+def generation_tag() -> Any:
+    """A jinja2 extension that parses `{% generation %}…{% endgeneration %}` (parse only, no transformers import)
+    into a `Scope` node holding the body, like transformers' AssistantTracker accepts it.
+
+    Relies on the extension API (`Extension.tags`, `parser.stream`, `parser.parse_statements` with `drop_needle`)
+    and on `jinja2.nodes.Scope`, an "artificial scope" node the AST lists but does not promise to keep; the
+    `jinja2.parser` module is reached as jinja2 imports it. Checked with jinja2 3.1.6."""
+    import jinja2.ext
+    import jinja2.nodes
+    import jinja2.parser
+
+    class GenerationTag(jinja2.ext.Extension):
+        tags = {"generation"}  # noqa: RUF012  (jinja2 declares it an instance attribute)
+
+        def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+    return GenerationTag
+
+
 # ---- jinja2: rendering one compiled template many times ---------------------------------------------------------
 
 
@@ -183,6 +224,18 @@ def component_state(component: Any) -> dict[str, Any]:
     if component is None:
         return {}
     return dict(json.loads(component.__getstate__()))
+
+
+def model_state(model: Any) -> bytes:
+    """A tokenizers Model (BPE, Unigram, WordPiece …) serialized as its JSON bytes, vocabulary and merges included.
+
+    Relies on `Model.__getstate__`, the pickle support the Rust bindings give every model, returning the JSON of
+    `tokenizer.json`'s "model" object as bytes. Checked with tokenizers 0.23.3; the test of this function fails
+    when it returns anything else."""
+    state = model.__getstate__()
+    if not isinstance(state, bytes):
+        raise TypeError(f"tokenizers {type(model).__name__}.__getstate__() returned {type(state).__name__}, not bytes")
+    return state
 
 
 # ---- datasets: the files save_to_disk writes beside its shards --------------------------------------------------

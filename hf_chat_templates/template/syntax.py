@@ -20,35 +20,26 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .. import _compat
 from ..errors import TemplateError
 
 # `{% generation %}` / `{% endgeneration %}`, with any whitespace control: what transformers' tracker reads.
 GENERATION_TAG = re.compile(r"\{%-?\+?\s*(?:end)?generation\s*[-+]?%\}")
 
 
-class _GenerationTag(jinja2.ext.Extension):
-    """Accepts `{% generation %}…{% endgeneration %}` like transformers' AssistantTracker (parse only)."""
-
-    tags = {"generation"}  # noqa: RUF012  (jinja2 declares it an instance attribute)
-
-    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return jinja2.nodes.Scope(body).set_lineno(lineno)
-
-
 @lru_cache(maxsize=1)
 def parse_environment() -> ImmutableSandboxedEnvironment:
     return ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+        trim_blocks=True, lstrip_blocks=True, extensions=[_compat.generation_tag(), jinja2.ext.loopcontrols]
     )
 
 
 @lru_cache(maxsize=1)
 def parser_fingerprint() -> str:
-    """What a template's parse depends on besides its text: jinja2's version and this module's code (the
-    environment's settings, the `generation` tag), for a record of a text that parsed."""
-    return hashlib.sha256(f"jinja2 {jinja2.__version__}\n".encode() + Path(__file__).read_bytes()).hexdigest()
+    """What a template's parse depends on besides its text: jinja2's version, this module's code (the
+    environment's settings) and _compat's (the `generation` tag), for a record of a text that parsed."""
+    code = Path(__file__).read_bytes() + Path(_compat.__file__).read_bytes()
+    return hashlib.sha256(f"jinja2 {jinja2.__version__}\n".encode() + code).hexdigest()
 
 
 def check_template_syntax(source: str, origin: str | Path) -> None:

@@ -18,6 +18,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from .. import _compat
 from ..errors import TokenizerFolderError
 from ..outputs import is_staging, staged_folder
 from ..template.syntax import transformers_text
@@ -463,9 +464,7 @@ def load_tokenizer(path: str | Path, files: TokenizerFolder | None) -> Any:
         and "auto_map" not in files.tokenizer_config
         and "config.json" not in files.files
     ):
-        from transformers import TokenizersBackend
-
-        return TokenizersBackend.from_pretrained(str(path), _from_auto=True, **kwargs)
+        return _compat.load_plain_tokenizer(str(path), **kwargs)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(path), **kwargs)

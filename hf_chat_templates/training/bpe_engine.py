@@ -138,7 +138,7 @@ def _proof(backend: Any, source: Path | None) -> tuple[str, Path | None]:
     if source is not None:
         key = f"file-{hashlib.sha256(source.read_bytes()).hexdigest()}"
     else:
-        state = backend.model.__getstate__()
+        state = _compat.model_state(backend.model)
         key = hashlib.sha256(state).hexdigest()
     stem = cache_file("bpe-proofs", f"{key}-tokenizers-{tokenizers.__version__}-{_code_version()}")
     if stem is not None:
@@ -149,7 +149,7 @@ def _proof(backend: Any, source: Path | None) -> tuple[str, Path | None]:
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of lists, none in a cycle: the collector would walk them for nothing
     try:
-        reason = merges_reason(json.loads(state if state is not None else backend.model.__getstate__()))
+        reason = merges_reason(json.loads(state if state is not None else _compat.model_state(backend.model)))
     finally:
         if collecting:
             gc.enable()

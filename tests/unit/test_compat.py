@@ -33,6 +33,9 @@ COVERED = {
     "fast_renderer",
     "join_generator",
     "component_state",
+    "model_state",
+    "load_plain_tokenizer",
+    "generation_tag",
     "dataset_state",
     "arrow_writer",
     "hidden_torch_out_of_sight",
@@ -203,6 +206,23 @@ def test_render_conversations_matches_apply_chat_template(toy_tokenizer_master: 
     ) == ["<s>[tools:1]<user>a</user><assistant>!"]
 
 
+def test_load_plain_tokenizer_is_what_auto_tokenizer_loads(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from ..helpers import chatml_folder
+
+    folder = chatml_folder(tmp_path / "tok")
+    plain = _compat.load_plain_tokenizer(str(folder))
+    auto = AutoTokenizer.from_pretrained(str(folder))
+    assert type(plain) is type(auto)
+    assert type(plain).__name__ == "TokenizersBackend"
+    assert plain("<|im_start|>hi").input_ids == auto("<|im_start|>hi").input_ids
+    # from_pretrained pops the private flag: kept, it would be written into a saved tokenizer_config.json
+    assert "_from_auto" not in plain.init_kwargs
+    plain.save_pretrained(str(tmp_path / "saved"))
+    assert "_from_auto" not in (tmp_path / "saved" / "tokenizer_config.json").read_text(encoding="utf-8")
+
+
 def test_render_with_assistant_indices_gives_marked_spans() -> None:
     compiled = _compat.compile_template(
         "{% for m in messages %}{% if m.role == 'assistant' %}A:{% generation %}{{ m.content }}{% endgeneration %}"
@@ -268,6 +288,28 @@ def test_join_generator_hands_the_joined_values_to_the_environment() -> None:
     assert seen == [("a", 2, "c"), (1, "!")]
 
 
+def test_generation_tag_parses_the_body_into_a_scope() -> None:
+    import jinja2.nodes
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(extensions=[_compat.generation_tag()])
+    tree = env.parse("<{% generation %}{{ x }}!{% endgeneration %}>")
+    scopes = list(tree.find_all(jinja2.nodes.Scope))
+    assert len(scopes) == 1
+    assert scopes[0].lineno == 1
+    assert [type(n).__name__ for n in scopes[0].body] == ["Output"]
+    assert env.from_string("<{% generation %}{{ x }}!{% endgeneration %}>").render(x=1) == "<1!>"
+
+
+def test_generation_tag_refuses_an_unclosed_tag() -> None:
+    from jinja2 import TemplateSyntaxError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(extensions=[_compat.generation_tag()])
+    with pytest.raises(TemplateSyntaxError, match="Unexpected end of template"):
+        env.parse("{% generation %}x")
+
+
 def test_fast_renderer_equals_render() -> None:
     compiled = _compat.compile_template(FAST)
     variables = {**compiled.globals, "bos_token": "<s>"}
@@ -318,6 +360,32 @@ def test_component_state_of_a_trained_tokenizer(toy_tokenizer_master: Path) -> N
     assert _compat.component_state(tok.pre_tokenizer)["type"] == "ByteLevel"
     assert _compat.component_state(tok.decoder)["type"] == "ByteLevel"
     assert _compat.component_state(tok.post_processor)["type"] == "TemplateProcessing"
+
+
+def test_model_state_is_the_models_json_bytes(toy_tokenizer_master: Path) -> None:
+    import json
+
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(toy_tokenizer_master / "tokenizer.json"))
+    state = _compat.model_state(tok.model)
+    assert isinstance(state, bytes)
+    model = json.loads(state)
+    written = json.loads((toy_tokenizer_master / "tokenizer.json").read_text(encoding="utf-8"))["model"]
+    assert model["type"] == "BPE"
+    assert model["vocab"] == written["vocab"]
+    assert [list(m) if isinstance(m, list) else m.split(" ") for m in model["merges"]] == [
+        list(m) if isinstance(m, list) else m.split(" ") for m in written["merges"]
+    ]
+
+
+def test_model_state_refuses_a_state_that_is_not_bytes() -> None:
+    class Model:
+        def __getstate__(self) -> dict[str, str]:
+            return {"type": "BPE"}
+
+    with pytest.raises(TypeError, match=r"Model.__getstate__\(\) returned dict, not bytes"):
+        _compat.model_state(Model())
 
 
 # ---- datasets --------------------------------------------------------------------------------------------------
