@@ -35,7 +35,13 @@ def test_install_dry_run_writes_nothing(
         "--dry-run",
     )
     assert code == 0
-    assert "add     chat_template.jinja" in out and "<|message_sep|>" in out and "resize" in out
+    lines = out.splitlines()
+    assert "add     chat_template.jinja" in out
+    assert "    <|message_sep|> = id 401, added as a new special token" in lines
+    assert (
+        "  vocabulary grows 400 -> 403: resize the model's embeddings to 403 rows (model.resize_token_embeddings(403))"
+        in lines
+    )
     assert "warning: gigachat3: the vocabulary grows" in err
     assert not (tmp_path / "out").exists() and snapshot(toy_tokenizer) == before
 

@@ -55,8 +55,9 @@ def test_forced_plan_replaces_a_non_empty_output(
 
 def test_unforced_plan_refuses_a_non_empty_output(source: Path, occupied: tuple[Path, dict[str, bytes]]) -> None:
     out, before = occupied
-    with pytest.raises(OutputExistsError):
+    with pytest.raises(OutputExistsError, match=r"out: exists and is not empty$") as caught:
         plan_install(FAMILY, source, out)
+    assert caught.value.hint == "choose another output, or pass force to replace it (the old folder is kept beside it)"
     assert snapshot(out) == before
 
 

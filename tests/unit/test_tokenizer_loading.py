@@ -98,10 +98,11 @@ def test_a_tokenizer_json_checked_before_is_not_parsed_again_and_a_bad_one_alway
     tj["added_tokens"].append(dict(tj["added_tokens"][0]))  # the same token twice
     broken = read_folder(plain)
     (plain / "tokenizer.json").write_text(json.dumps(tj))
-    with pytest.raises(TokenizerFolderError):
+    twice = r"tokenizer\.json: added_tokens\[6\] '<unk>' is listed twice$"
+    with pytest.raises(TokenizerFolderError, match=twice):
         broken.tokenizer_json  # noqa: B018
     for _ in range(2):  # a file that does not pass is never recorded
-        with pytest.raises(TokenizerFolderError):
+        with pytest.raises(TokenizerFolderError, match=twice):
             read_folder(plain)
     (plain / "tokenizer.json").write_text("{ not json")
     for _ in range(2):

@@ -65,7 +65,11 @@ def test_a_record_whose_every_turn_is_left_out_counts_and_names_the_cause(tmp_pa
         capsys, "prepare", str(folder), "--conversations", str(data), "--output", str(tmp_path / "cli"),
         "--template", str(template), "--stop-token", "<|im_end|>",
     )  # fmt: skip
-    assert code == 1 and "2 with every assistant turn left out" in out and "refused:" in out
+    assert code == 1 and "2 with every assistant turn left out" in out
+    assert (
+        "  refused: 2 of 2 records could not be used (2 every turn left out), more than --max-skipped 0 allows; fix "
+        "them, or raise the limit (--max-skipped N records, or P% of them) to accept the loss"
+    ) in out.splitlines()
     assert not (tmp_path / "cli").exists()
 
 
@@ -73,7 +77,7 @@ def test_turns_left_out_of_records_that_still_train_are_counted_with_the_fix(tmp
     folder, template, data = _setup(tmp_path, REWRITES, [_chat(3, reasoning=True), _chat(1, reasoning=True)])
     report = prepare(folder, data, tmp_path / "out", template=template, stop_tokens=["<|im_end|>"], max_skipped="100%")
     assert report.ok and report.written == 2
-    assert report.turns_left_out == 2 and report.tokens_left_out > 0
+    assert report.turns_left_out == 2 and report.tokens_left_out == 14
     (line, message, why), *_ = report.left_out
     assert (line, message) == (1, 1) and "--per-turn trains it" in why
     described = report.describe()
