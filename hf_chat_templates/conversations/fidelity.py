@@ -178,7 +178,7 @@ def _tool_probes(probes: list[Probe], id_format: str) -> None:
 
 
 def fidelity_probes(id_format: str = "openai") -> list[Probe]:
-    """The `values-` probes, with tool-call ids in `id_format` (see probes.ID_FORMATS)."""
+    """The `values-` probes, with tool-call ids in `id_format` ("openai" or "mistral", see probes.id_format_for)."""
     probes: list[Probe] = []
     _text_probes(probes, id_format)
     _tool_probes(probes, id_format)

@@ -259,9 +259,6 @@ class Normalizer:
             steps.add(EARLIER_REASONING_DROPPED if earlier and rendered_later else THINK_DROPPED)
         return message
 
-    def describe_step(self, step: str) -> str:
-        return step_description(step, self.reasoning_field)
-
 
 def _parsed_call(call: dict[str, Any]) -> dict[str, Any]:
     function = call.get("function", call)

@@ -87,9 +87,8 @@ def weather_tool(name: str = "get_weather", description: str = "Get the weather 
     }
 
 
-# Tool-call id formats templates require. OpenAI's (`call_` and 24 letters and digits) is what serving stacks
-# generate; Mistral's templates refuse any id that is not 9 letters and digits.
-ID_FORMATS = ("openai", "mistral")
+# Tool-call id formats templates require: "openai" (`call_` and 24 letters and digits) is what serving stacks
+# generate; "mistral": Mistral's templates refuse any id that is not 9 letters and digits.
 _NINE_CHAR_IDS = re.compile(r"length\s*(?:!=|==)\s*9\b|length 9\b|9 alphanumeric", re.IGNORECASE)
 
 

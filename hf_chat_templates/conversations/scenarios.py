@@ -426,7 +426,7 @@ def _part_probes(probes: list[Probe], fmt: str) -> None:
 
 
 def scenario_probes(id_format: str = "openai") -> list[Probe]:
-    """The agent scenarios, with tool-call ids in `id_format` (see probes.ID_FORMATS)."""
+    """The agent scenarios, with tool-call ids in `id_format` ("openai" or "mistral", see probes.id_format_for)."""
     probes: list[Probe] = []
     for section in (
         _turn_probes,

@@ -12,7 +12,7 @@ from .scenarios import scenario_probes
 
 def build_probes(id_format: str = "openai") -> tuple[Probe, ...]:
     """The probe suite, built fresh (probes are data; callers may mutate their copies), with tool-call ids in
-    `id_format` (see probes.ID_FORMATS)."""
+    `id_format` ("openai" or "mistral", see probes.id_format_for)."""
     return tuple(
         [
             *core_probes(id_format),

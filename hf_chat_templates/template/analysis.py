@@ -79,14 +79,6 @@ def tokens_in_order(text: str, tokens: Iterable[str]) -> list[str]:
     return [t for _, _, t in found]
 
 
-def stop_token_after(rendering: str, answer: str, control_tokens: Iterable[str]) -> tuple[str, ...]:
-    """The first control token after the last occurrence of `answer` in `rendering`: the turn's end."""
-    at = rendering.rfind(answer)
-    if at < 0:
-        return ()
-    return tuple(tokens_in_order(rendering[at + len(answer) :], control_tokens)[:1])
-
-
 # What transformers passes to every template, and Jinja's own names: not keywords a caller chooses.
 STANDARD_VARIABLES = {
     "messages",

@@ -129,10 +129,6 @@ class TokenizerFolder:
     def read_bytes(self, relpath: str) -> bytes:
         return (self.path / relpath).read_bytes()
 
-    @property
-    def has_slow_vocab(self) -> bool:
-        return any(name in self.files for name in SLOW_VOCAB_FILES)
-
     def config_templates(self) -> dict[str, str]:
         """The `chat_template` key of tokenizer_config.json by name: a string is the default, a list of
         {name, template} entries names each. Entries that are not such objects with two strings are left out; of

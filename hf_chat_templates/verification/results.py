@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-STATUSES = ("pass", "fail", "warn", "info", "skip")
 # How bad a finding is (docs/checks.md): an error means the model is trained or served something the data did not
 # say, or cannot be served at all; a warning is a risk or a loss the user may accept; info is a stated limit (a
 # template's own raise_exception refusing input it does not support) or a fact for the record.
