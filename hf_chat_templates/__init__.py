@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import _compat, _version
 from .errors import HfChatTemplatesError
 from .families.registry import Family, Variant, get_family, list_families
+from .families.source import TemplateChoice
 from .installation.apply import apply_install, install
 from .installation.plan import InstallPlan, InstallResult
 from .installation.planner import plan_install
@@ -38,6 +39,7 @@ __all__ = [
     "InstallResult",
     "PushPlan",
     "PushResult",
+    "TemplateChoice",
     "TrainingFeatures",
     "Variant",
     "VerificationReport",

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hf_chat_templates import TemplateChoice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,8 +45,9 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int) -> tuple[flo
     data = workdir / "memory.jsonl"
     write_jsonl(data, count, seed + 1)
     code = (
-        "import sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
-        f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}); "
+        "import sys, time; from hf_chat_templates import TemplateChoice, prepare; t = time.perf_counter(); "
+        f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, "
+        f"TemplateChoice(kwargs={KWARGS!r})); "
         "print(time.perf_counter() - t, r.written); " + PRINT_PEAK_KIB
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
@@ -95,7 +98,7 @@ def main() -> None:
         out = tmp / "out"
 
         def run(folder: Path) -> None:
-            reports.append(prepare(folder, data, out, kwargs=KWARGS, workers=args.workers, force=True))
+            reports.append(prepare(folder, data, out, TemplateChoice(kwargs=KWARGS), workers=args.workers, force=True))
 
         marked = best(lambda: run(marked_folder), args.repeat)
         differences = best(lambda: run(plain_folder), args.repeat)

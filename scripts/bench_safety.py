@@ -27,6 +27,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hf_chat_templates import TemplateChoice  # noqa: E402
 from hf_chat_templates.verification.runner import run_checks, verify_with_context  # noqa: E402
 from tests.helpers import chatml_folder, context  # noqa: E402
 
@@ -54,7 +55,9 @@ def main() -> None:
     parser.add_argument("--cli", action="store_true", help="also time the whole command, imports included")
     args = parser.parse_args()
     folder = chatml_folder(Path(tempfile.mkdtemp()) / "tok")
-    verify_with_context(folder, template=HOSTILE[0], only=["template-safety"])  # imports and caches warmed
+    verify_with_context(
+        folder, TemplateChoice(template=HOSTILE[0]), only=["template-safety"]
+    )  # imports and caches warmed
     counts = {True: [0, 0], False: [0, 0]}  # documented? -> [flagged, total]
     slowest = 0.0
     cli_times: list[float] = []
@@ -62,7 +65,7 @@ def main() -> None:
     for path in HOSTILE:
         documented = path.read_text(encoding="utf-8").startswith("{# ")
         start = time.monotonic()
-        report, _ = verify_with_context(folder, template=path, only=["template-safety"])
+        report, _ = verify_with_context(folder, TemplateChoice(template=path), only=["template-safety"])
         seconds = time.monotonic() - start
         slowest = max(slowest, seconds)
         (result,) = report.checks

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hf_chat_templates import TemplateChoice
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_verify import PRINT_PEAK_KIB, WORDS, best, common_arguments, conversation, sentence
@@ -120,8 +122,9 @@ def peak_memory(folder: Path, count: int, workdir: Path, seed: int, make: Any) -
         for _ in range(count):
             handle.write(json.dumps(make(rng), ensure_ascii=False) + "\n")
     code = (
-        "import sys, time; from hf_chat_templates import prepare; t = time.perf_counter(); "
-        f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, kwargs={KWARGS!r}, force=True); "
+        "import sys, time; from hf_chat_templates import TemplateChoice, prepare; t = time.perf_counter(); "
+        f"r = prepare({str(folder)!r}, {str(data)!r}, {str(workdir / 'memory-out')!r}, "
+        f"TemplateChoice(kwargs={KWARGS!r}), force=True); "
         "line = [x for x in r.describe().splitlines() if 'segment cache' in x][0].strip(); "
         "print(time.perf_counter() - t, r.written, line, sep='|'); " + PRINT_PEAK_KIB
     )
@@ -143,9 +146,13 @@ def without_piece(piece: str, folder: Path, data: Path) -> float:
     target = {"shapes": (shapes, "static_reason"), "segments": (segments, "static_reason")}.get(piece)
     if target is None:  # tiktoken has its switch
         with mock.patch.dict(os.environ, {bpe_engine.SWITCH: "0"}):
-            return best(lambda: prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True), 1)
+            return best(
+                lambda: prepare(folder, data, data.with_suffix(".out"), TemplateChoice(kwargs=KWARGS), force=True), 1
+            )
     with mock.patch.object(*target, lambda *args: "off for the benchmark"):
-        return best(lambda: prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True), 1)
+        return best(
+            lambda: prepare(folder, data, data.with_suffix(".out"), TemplateChoice(kwargs=KWARGS), force=True), 1
+        )
 
 
 def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, args: Any) -> None:
@@ -180,16 +187,23 @@ def measure(name: str, folder: Path, records: list[dict[str, Any]], data: Path, 
     torchtune = torchtune_time(records) if name == "plain chats" else "plain chats only"
     reports = []
     ours = best(
-        lambda: reports.append(prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True)),
+        lambda: reports.append(
+            prepare(folder, data, data.with_suffix(".out"), TemplateChoice(kwargs=KWARGS), force=True)
+        ),
         args.repeat,
     )
     report = reports[-1]
-    exact = best(lambda: prepare(folder, data, data.with_suffix(".out"), kwargs=KWARGS, force=True, exact=True), 1)
+    exact = best(
+        lambda: prepare(folder, data, data.with_suffix(".out"), TemplateChoice(kwargs=KWARGS), force=True, exact=True),
+        1,
+    )
     without = {piece: without_piece(piece, folder, data) for piece in ("shapes", "segments", "tiktoken")}
     # What a run pays once whatever its size (tokenizer, template, token inference): a one-record prepare
     one = data.with_name(data.stem + "-one.jsonl")
     one.write_text(json.dumps(records[0], ensure_ascii=False) + "\n", encoding="utf-8")
-    fixed = best(lambda: prepare(folder, one, one.with_suffix(".out"), kwargs=KWARGS, force=True), args.repeat)
+    fixed = best(
+        lambda: prepare(folder, one, one.with_suffix(".out"), TemplateChoice(kwargs=KWARGS), force=True), args.repeat
+    )
     lines = report.describe().splitlines()
     segment_line = next(x for x in lines if "segment cache" in x).strip()
     shape_line = next(x for x in lines if "rendering by shape" in x).strip()

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hf_chat_templates import TemplateChoice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -213,7 +215,9 @@ def main() -> None:
         reports = []
         ours = best(
             lambda: reports.append(
-                verify_conversations(folder, data, kwargs={"date_string": "26 Jul 2024"}, workers=args.workers)
+                verify_conversations(
+                    folder, data, TemplateChoice(kwargs={"date_string": "26 Jul 2024"}), workers=args.workers
+                )
             ),
             args.repeat,
         )

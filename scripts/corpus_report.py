@@ -34,6 +34,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hf_chat_templates import TemplateChoice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -65,7 +67,9 @@ def bare_verdict(name: str, folder: Path, specials: list[str], kwargs: dict | No
     unregistered = [t for t in specials if not is_special(tokenizer, t)]
     if not unregistered:
         return "n/a (the base registers them)"
-    result = verify(folder, only=["control-tokens-atomic"], kwargs=kwargs).check("control-tokens-atomic")
+    result = verify(folder, TemplateChoice(kwargs=kwargs), only=["control-tokens-atomic"]).check(
+        "control-tokens-atomic"
+    )
     text = " ".join([result.message, *(e["message"] for e in result.detail.get("examples", []))])
     named = [t for t in unregistered if t in text]
     if result.status == "fail" and named:
@@ -110,7 +114,7 @@ def known_report(base_name: str, show: bool) -> None:
             specials = [t for t in manifest["special_tokens"] if any(t in text for text in texts)]
             shipped = model_folder(name, base, tmp / f"{name}-shipped")
             bare = model_folder(name, base, tmp / f"{name}-bare", registered=False)
-            report, ctx = verify_with_context(shipped, kwargs=kwargs)
+            report, ctx = verify_with_context(shipped, TemplateChoice(kwargs=kwargs))
             failing = [c.id for c in report.checks if c.status == "fail"]
             false_alarms = [c for c in failing if c not in known]
             missed_stops = [t for t in manifest["stop_tokens"] if t not in ctx.stop_tokens]
@@ -189,7 +193,7 @@ def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
             shipped = model_folder(name, base, Path(tmp_name) / name, corpus=corpus)
             began = time.monotonic()
             try:
-                report, ctx = verify_with_context(shipped, kwargs=manifest.get("kwargs") or None)
+                report, ctx = verify_with_context(shipped, TemplateChoice(kwargs=manifest.get("kwargs") or None))
             except Exception as exc:  # a crash is what this report counts, whatever verify raised
                 totals.update(templates=1, crashes=1, labeled=len(defects), misses=len(defects))
                 confirmed.update(labeled=len(with_found), misses=len(with_found))

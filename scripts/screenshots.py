@@ -14,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hf_chat_templates import TemplateChoice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -68,8 +70,8 @@ def main() -> None:
         tmp = Path(tmp_name)
         for variant in ("upstream", "corrected"):
             folder = tmp / variant
-            install(family, base_tokenizer(family.base_tokenizer), folder, variant=variant)
-            report, ctx = verify_with_context(folder, family=family.name, variant=variant)
+            install(TemplateChoice(family=family, variant=variant), base_tokenizer(family.base_tokenizer), folder)
+            report, ctx = verify_with_context(folder, TemplateChoice(family=family.name, variant=variant))
             page = tmp / f"{variant}.html"
             page.write_text(
                 verification_html([(report, ctx)], title=f"verify {family.name}/{variant}"), encoding="utf-8"

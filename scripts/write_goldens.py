@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hf_chat_templates import TemplateChoice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -33,7 +35,9 @@ def main() -> None:
         for family in list_families():
             for variant in family.variants.values():
                 folder = Path(tmp) / f"{family.name}-{variant.name}"
-                install(family, base_tokenizer(family.base_tokenizer), folder, variant=variant.name)
+                install(
+                    TemplateChoice(family=family, variant=variant.name), base_tokenizer(family.base_tokenizer), folder
+                )
                 data = golden_renderings(folder, variant)
                 data["base_tokenizer"] = family.base_tokenizer
                 path = golden_path(ROOT, variant)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
+
 from .helpers import build_toy_tokenizer, chatml_folder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -171,6 +173,6 @@ def installed_variants(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[s
         base = base_tokenizer_path(family.base_tokenizer)
         for variant in family.variants.values():
             folder = root / f"{family.name}-{variant.name}"
-            install(family, base, folder, variant=variant.name)
+            install(TemplateChoice(family=family, variant=variant.name), base, folder)
             folders[(family.name, variant.name)] = folder
     return folders

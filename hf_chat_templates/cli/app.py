@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,6 +90,49 @@ def template_options(family_help: str, template_help: str) -> Callable[[F], F]:
         return click.option("--family", default=None, help=family_help)(func)
 
     return decorate
+
+
+# The options that say which template a command uses and what is declared about it (a command has some of them):
+# `pass_template_choice` hands them to the command as one TemplateChoice.
+CHOICE_OPTIONS = (
+    "family",
+    "variant",
+    "template_file",
+    "templates",
+    "kwarg_pairs",
+    "stop_tokens",
+    "control_tokens",
+    "allow_unwritten_tokens",
+)
+
+
+def template_choice(params: Mapping[str, Any]) -> TemplateChoice:
+    """The TemplateChoice the command line's options say (`CHOICE_OPTIONS`, by parameter name; those absent unset)."""
+    from ..conversations.records import parse_kwargs
+    from ..families.source import TemplateChoice
+
+    templates = tuple(params.get("templates") or ())  # install's --template, repeatable: FILE or NAME=FILE
+    return TemplateChoice(
+        family=params.get("family"),
+        variant=params.get("variant"),
+        template=params.get("template_file") or (templates or None),
+        kwargs=parse_kwargs(params.get("kwarg_pairs") or ()),
+        stop_tokens=tuple(params.get("stop_tokens") or ()) or None,
+        control_tokens=tuple(params.get("control_tokens") or ()) or None,
+        allow_unwritten_tokens=bool(params.get("allow_unwritten_tokens")),
+    )
+
+
+def pass_template_choice(func: F) -> F:
+    """The command receives `choice`, the TemplateChoice of its `CHOICE_OPTIONS`, in place of those options (which
+    `click.get_current_context().params` still holds as given)."""
+
+    @functools.wraps(func)
+    def command(**params: Any) -> Any:
+        others = {name: value for name, value in params.items() if name not in CHOICE_OPTIONS}
+        return func(choice=template_choice(params), **others)
+
+    return cast(F, command)
 
 
 def token_options(stop_help: str, control_help: str) -> Callable[[F], F]:

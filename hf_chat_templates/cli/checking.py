@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,7 @@ from .app import (
     hub_options,
     input_options,
     json_option,
+    pass_template_choice,
     progress_wanted,
     refuse_verbose_json,
     template_options,
@@ -28,6 +29,9 @@ from .app import (
 )
 from .gguf_files import against_option
 from .helptext import verify_epilog
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 # The options --all cannot honour (it verifies every bundled family on its default tokenizer): parameter -> option.
 NOT_WITH_ALL = {
@@ -127,11 +131,10 @@ NOT_WITH_ALL = {
 )
 @json_option
 @families_option
+@pass_template_choice
 def verify_command(
     source: str | None,
-    family: str | None,
-    variant: str | None,
-    template_file: Path | None,
+    choice: TemplateChoice,
     conversations: str | None,
     only: str | None,
     engines: str | None,
@@ -142,10 +145,6 @@ def verify_command(
     all_families: bool,
     revision: str | None,
     token: str | None,
-    kwarg_pairs: tuple[str, ...],
-    stop_tokens: tuple[str, ...],
-    control_tokens: tuple[str, ...],
-    allow_unwritten_tokens: bool,
     html_out: Path | None,
     sarif_out: Path | None,
     baseline: Path | None,
@@ -154,7 +153,6 @@ def verify_command(
     **reading: Any,
 ) -> None:
     """Run the named checks on a tokenizer and template. Exit 1 on an error (--fail-on warning: a warning too)."""
-    from ..conversations.records import parse_kwargs
     from ..verification.runner import verify_with_context
 
     checks = [c.strip() for c in only.split(",") if c.strip()] if only is not None else None
@@ -162,44 +160,31 @@ def verify_command(
         raise click.BadParameter(f"{only!r} names no check", param_hint="'--only'")
     text_to_stderr = check_outputs({"--html": html_out, "--sarif": sarif_out}, as_json)
     if all_families:
-        given = locals()
+        given = click.get_current_context().params  # every option as given, the template choice's too
         _refuse_ignored_with_all({flag: given[name] for name, flag in NOT_WITH_ALL.items()})
         _verify_all(checks, html_out, as_json, engines)
     source = _given_source(source, workers, conversations)
     refuse_verbose_json(verbose, as_json)
-    kwargs = parse_kwargs(kwarg_pairs)
     accepted = _read_baseline(baseline)
     dataset = None
     if conversations is not None:  # first: what the data carries decides whether a field never read loses anything
         from ..verification.dataset import verify_conversations
 
-        options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file, "kwargs": kwargs}
-        options |= {
-            "revision": revision,
-            "token": token,
-            "workers": workers,
-            "progress": progress_wanted(as_json),
-            "only": checks,
-        }
-        dataset = verify_conversations(source, conversations, **options, **reading)
+        options: dict[str, Any] = {"revision": revision, "token": token, "workers": workers}
+        options |= {"progress": progress_wanted(as_json), "only": checks}
+        dataset = verify_conversations(source, conversations, choice, **options, **reading)
     report, ctx = verify_with_context(
         source,
-        family=family,
-        variant=variant,
-        template=template_file,
+        choice,
         only=checks,
         revision=revision,
         token=token,
-        kwargs=kwargs,
-        stop_tokens=stop_tokens or None,
-        control_tokens=control_tokens or None,
         training=training,
         sanitize=sanitize,
         data_fields=dataset.fields if dataset is not None else None,
         engines=engines,
-        allow_unwritten_tokens=allow_unwritten_tokens,
     )
-    report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
+    report = _safety_outputs(report, ctx, accepted, sarif_out, choice.template_file())
     if html_out is not None:
         write_html(html_out, [(report, ctx)])
     _print_report(report, dataset, as_json, verbose, text_to_stderr)

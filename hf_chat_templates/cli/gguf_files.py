@@ -13,12 +13,15 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..gguf.reading import is_gguf
-from .app import check_outputs, emit_json, refuse_verbose_json, warn, write_html
+from .app import check_outputs, emit_json, refuse_verbose_json, template_choice, warn, write_html
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 F = TypeVar("F", bound=Callable[..., Any])
 AGAINST = "gguf_against"
@@ -86,24 +89,17 @@ def _refuse(params: dict[str, Any]) -> None:
 
 
 def _verify_folder(folder: Path, params: dict[str, Any], gguf: Path) -> tuple[Any, Any]:
-    from ..conversations.records import parse_kwargs
     from ..verification.runner import verify_with_context
 
     only = params.get("only")
     extra = {"engines": params["engines"]} if params.get("engines") else {}
     return verify_with_context(
         folder,
-        family=params.get("family"),
-        variant=params.get("variant"),
-        template=params.get("template_file"),
+        template_choice(params),
         only=[c.strip() for c in only.split(",") if c.strip()] if only else None,
-        kwargs=parse_kwargs(params.get("kwarg_pairs") or ()),
-        stop_tokens=params.get("stop_tokens") or None,
-        control_tokens=params.get("control_tokens") or None,
         training=params.get("training", False),
         sanitize=params.get("sanitize", False),
         gguf=gguf,
-        allow_unwritten_tokens=params.get("allow_unwritten_tokens", False),
         **extra,
     )
 
@@ -175,8 +171,9 @@ _NOT_INTO_GGUF = {
 }
 
 
-def install_gguf(params: dict[str, Any]) -> None:
-    """`install --gguf IN.gguf --output OUT.gguf`: plan, then write the new GGUF file unless --dry-run."""
+def install_gguf(choice: TemplateChoice, params: dict[str, Any]) -> None:
+    """`install --gguf IN.gguf --output OUT.gguf`: plan, then write the new GGUF file unless --dry-run (`params`:
+    the command's other options)."""
     from ..errors import UsageError
     from ..families.registry import get_family
     from ..gguf.installing import apply_gguf_install, plan_gguf_install
@@ -185,19 +182,16 @@ def install_gguf(params: dict[str, Any]) -> None:
         raise UsageError(f"{', '.join(ignored)} cannot be used with --gguf", hint="drop " + ", ".join(ignored))
     if params.get("fmt", "both") != "both":
         raise UsageError("--format is for a tokenizer folder; a GGUF file has one template key", hint="drop --format")
+    if isinstance(choice.family, str):  # an unknown family is named before the GGUF file is read
+        choice = replace(choice, family=get_family(choice.family))
     plan = plan_gguf_install(
-        get_family(params["family"]) if params.get("family") else None,
+        choice,
         params["gguf_in"],
         params["output"],
         force=params.get("force", False),
-        variant=params.get("variant"),
-        template=list(params.get("templates") or ()) or None,
-        stop_tokens=params.get("stop_tokens") or None,
-        control_tokens=params.get("control_tokens") or None,
         reuse_reserved=params.get("reuse_reserved", False),
         pad_token=params.get("pad_token"),
         bos_postprocessor=params.get("bos_postprocessor", True),
-        allow_unwritten_tokens=params.get("allow_unwritten_tokens", False),
     )
     for warning in plan.warnings:
         warn(f"{plan.subject}: {warning}")

@@ -3,8 +3,9 @@ default base."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,12 +16,16 @@ from .app import (
     force_option,
     hub_options,
     json_option,
+    pass_template_choice,
     token_options,
     unwritten_option,
     warn,
 )
 from .gguf_files import install_gguf
 from .helptext import environment_epilog
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 
 @cli.command("install", epilog=environment_epilog("install"))
@@ -91,11 +96,11 @@ from .helptext import environment_epilog
 @unwritten_option
 @json_option
 @families_option
+@pass_template_choice
 def install_command(
-    family: str | None,
+    choice: TemplateChoice,
     tokenizer: str | None,
     output: Path,
-    variant: str | None,
     fmt: str,
     reuse_reserved: bool,
     bos_postprocessor: bool,
@@ -106,29 +111,21 @@ def install_command(
     revision: str | None,
     token: str | None,
     all_families: bool,
-    templates: tuple[str, ...],
-    control_tokens: tuple[str, ...],
-    stop_tokens: tuple[str, ...],
     as_json: bool,
     gguf_in: Path | None,
-    allow_unwritten_tokens: bool,
 ) -> None:
     """Install FAMILY's template (or your own, --template FILE) on a tokenizer, registering its control tokens
     and stop ids."""
     from .. import apply_install, plan_install
 
     if gguf_in is not None:  # into a new GGUF file, from a GGUF file
-        return install_gguf(click.get_current_context().params)
+        return install_gguf(choice, click.get_current_context().params)
     documents = []
-    for fam, src, out in _jobs(family, tokenizer, output, all_families, bool(templates), pad_token):
+    for job, src, out in _jobs(choice, tokenizer, output, all_families, pad_token):
         plan = plan_install(
-            fam,
+            job,
             src,
             out,
-            variant=None if all_families else variant,
-            template=list(templates) or None,
-            stop_tokens=stop_tokens or None,
-            control_tokens=control_tokens or None,
             format=fmt,
             reuse_reserved=reuse_reserved,
             bos_postprocessor=bos_postprocessor,
@@ -137,7 +134,6 @@ def install_command(
             force=force,
             revision=revision,
             token=token,
-            allow_unwritten_tokens=allow_unwritten_tokens,
         )
         for warning in plan.warnings:
             warn(f"{plan.family or plan.subject}: {warning}")
@@ -155,29 +151,38 @@ def install_command(
 
 
 def _jobs(
-    family: str | None, tokenizer: str | None, output: Path, all_families: bool, templates: bool, pad: str | None
-) -> list[tuple[Any, str, Path]]:
-    """(family or None, source, output) for each install the command makes."""
+    choice: TemplateChoice, tokenizer: str | None, output: Path, all_families: bool, pad: str | None
+) -> list[tuple[TemplateChoice, str, Path]]:
+    """(the template chosen, source, output) for each install the command makes."""
     from .. import base_tokenizer, get_family, list_families
     from ..errors import UsageError
 
+    family, templates = choice.family, choice.template is not None
     if all_families:
         if family or tokenizer or templates or pad:
             raise UsageError(
                 "--all installs every family on its default base; drop FAMILY, --template, --tokenizer and --pad-token",
                 hint="hf-chat-templates install --all --output DIR",
             )
-        return [(f, str(base_tokenizer(f.base_tokenizer)), output / f.name) for f in list_families()]
+        return [
+            (
+                dataclasses.replace(choice, family=f, variant=None),
+                str(base_tokenizer(f.base_tokenizer)),
+                output / f.name,
+            )
+            for f in list_families()
+        ]
     if not family and not templates:
         raise UsageError("missing FAMILY (or --template FILE)", hint="hf-chat-templates list")
-    fam = get_family(family) if family else None
+    # an unknown family is named before a missing --tokenizer
+    fam = get_family(family) if isinstance(family, str) and family else (family or None)
     if not tokenizer:
         base = fam.base_tokenizer if fam else "llama3"
         raise UsageError(
             "missing --tokenizer",
             hint=f"e.g. --tokenizer $(hf-chat-templates base-tokenizer {base} --output base)",
         )
-    return [(fam, tokenizer, output)]
+    return [(dataclasses.replace(choice, family=fam), tokenizer, output)]
 
 
 def _echo_result(result: Any, out: Path, all_families: bool) -> None:

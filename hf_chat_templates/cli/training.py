@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,11 +17,15 @@ from .app import (
     force_option,
     input_options,
     json_option,
+    pass_template_choice,
     progress_wanted,
     template_options,
     unwritten_option,
 )
 from .helptext import environment_epilog
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's default ints hold
 
@@ -109,6 +114,7 @@ MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's defaul
 @force_option
 @json_option
 @families_option
+@pass_template_choice
 def prepare_command(
     source: str,
     conversations: str,
@@ -129,21 +135,14 @@ def prepare_command(
     engine: str,
     ray_address: str | None,
     num_cpus: int | None,
-    family: str | None,
-    variant: str | None,
-    template_file: Path | None,
-    kwarg_pairs: tuple[str, ...],
-    stop_tokens: tuple[str, ...],
-    control_tokens: tuple[str, ...],
+    choice: TemplateChoice,
     force: bool,
     as_json: bool,
-    allow_unwritten_tokens: bool,
 ) -> None:
     """Tokenize a dataset of conversations into input_ids, attention_mask and labels (-100 outside the trained
     assistant turns). Exit 1 when more records cannot be read, normalized or rendered than --max-skipped allows
     (nothing is written then), or when no record has anything to train."""
     from .. import prepare
-    from ..conversations.records import parse_kwargs
     from ..training.distributed import check_engine, prepare_on_ray
 
     check_engine(engine, workers, ray_address, num_cpus)
@@ -159,12 +158,7 @@ def prepare_command(
         source,
         conversations,
         output,
-        family=family,
-        variant=variant,
-        template=template_file,
-        kwargs=parse_kwargs(kwarg_pairs),
-        stop_tokens=stop_tokens or None,
-        control_tokens=control_tokens or None,
+        choice,
         max_length=max_length,
         force=force,
         input_format=input_format,
@@ -177,7 +171,6 @@ def prepare_command(
         exact=exact,
         check_every=check_every,
         per_turn=per_turn,
-        allow_unwritten_tokens=allow_unwritten_tokens,
     )
     if as_json:
         emit_json(report.to_dict())

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from .app import check_outputs, cli, families_option, template_options, written
+from .app import check_outputs, cli, families_option, pass_template_choice, template_options, written
 from .helptext import environment_epilog
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 
 @cli.command("view", epilog=environment_epilog("view"))
@@ -35,12 +39,11 @@ from .helptext import environment_epilog
 @click.option("--ids", is_flag=True, help="Show each token's id in the terminal.")
 @click.option("--width", type=click.IntRange(min=1), default=None, help="Terminal width (default: the terminal's).")
 @families_option
+@pass_template_choice
 def view_command(
     source: str,
     messages_file: Path,
-    family: str | None,
-    variant: str | None,
-    template_file: Path | None,
+    choice: TemplateChoice,
     add_generation_prompt: bool,
     diff_with: str | None,
     html_out: Path | None,
@@ -55,9 +58,7 @@ def view_command(
     text, page = view_conversation(
         source,
         messages_file,
-        family=family,
-        variant=variant,
-        template=template_file,
+        choice,
         add_generation_prompt=add_generation_prompt,
         diff_with=diff_with,
         ids=ids,

@@ -14,12 +14,15 @@ refused: a GGUF file's vocabulary cannot grow without its embeddings. Everything
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, option
+from ..families.registry import Family
+from ..families.source import TemplateChoice, as_choice
 from ..installation.plan import BosPlan
 from ..installation.planner import plan_install
 from ..tokenizer.folder import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE
@@ -79,25 +82,34 @@ class GgufInstallPlan:
 
 
 def plan_gguf_install(
-    family: Any,
+    choice: TemplateChoice | str | Family | None,
     gguf: str | Path,
     output: str | Path,
     *,
     force: bool = False,
-    **options: Any,
+    reuse_reserved: bool = False,
+    pad_token: str | None = None,
+    bos_postprocessor: bool = True,
 ) -> GgufInstallPlan:
-    """What installing `family` (or `template=` files; `options` are `plan_install`'s: variant, template,
-    stop_tokens, control_tokens, reuse_reserved, pad_token, bos_postprocessor) into the GGUF file `gguf` as the
-    new file `output` would change. Neither a family nor `template`: the file's own template, installed again
-    (with the stop tokens or pad token declared)."""
+    """What installing the template `choice` names (as `plan_install` takes it) into the GGUF file `gguf` as the
+    new file `output` would change. A choice of neither a family nor template files (or None): the file's own
+    template, installed again (with the stop tokens or pad token declared)."""
+    choice = as_choice(choice)
     layout = read_layout(gguf)
     source = tokenizer_from_layout(layout)
-    own = family is None and options.get("template") is None
+    own = choice.family is None and choice.template is None
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
         folder = gguf_tokenizer_folder(source, Path(tmp) / "tokenizer")
         if own:  # the file's own template, installed again with what is declared (--stop-token, --pad-token)
-            options["template"] = _own_templates(folder, layout.path)
-        plan = plan_install(family, folder, Path(tmp) / "out", **options)
+            choice = dataclasses.replace(choice, template=_own_templates(folder, layout.path))
+        plan = plan_install(
+            choice,
+            folder,
+            Path(tmp) / "out",
+            reuse_reserved=reuse_reserved,
+            pad_token=pad_token,
+            bos_postprocessor=bos_postprocessor,
+        )
     size = len(source.tokens)
     if too_far := [c for c in plan.tokens if c.id >= size]:
         raise UsageError(

@@ -7,17 +7,16 @@ vocabulary size).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InstallCheckError
 from ..families.registry import Family
+from ..families.source import TemplateChoice
 from ..template.rendering import named_template
 from ..template.training_variant import TRAINING_TEMPLATE_NAME
 from ..tokenizer.folder import TOKENIZER_JSON, folder_matches, write_folder
 from .plan import InstallPlan, InstallResult
 from .planner import plan_install
-from .subject import TemplateFiles
 
 
 def self_check(folder: Path, plan: InstallPlan) -> None:
@@ -75,14 +74,10 @@ def apply_install(plan: InstallPlan, *, force: bool | None = None) -> InstallRes
 
 
 def install(
-    family: str | Family | None,
+    choice: TemplateChoice | str | Family,
     tokenizer: str | Path,
     output: str | Path,
     *,
-    variant: str | None = None,
-    template: TemplateFiles | None = None,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
     bos_postprocessor: bool = True,
@@ -92,21 +87,18 @@ def install(
     revision: str | None = None,
     token: str | None = None,
 ) -> InstallResult:
-    """Install `family` (or the template files `template`) on the tokenizer at `tokenizer` (a folder or Hub repo
-    id), writing `output`. See `plan_install` for `template`, `stop_tokens`, `control_tokens`, `pad_token` and
+    """Install the template `choice` names (a family, or its name, or a `TemplateChoice`) on the tokenizer at
+    `tokenizer` (a folder or Hub repo id), writing `output`. See `plan_install` for `choice`, `pad_token` and
     `bos_postprocessor`.
 
     >>> install("gigachat3", base_tokenizer("llama3"), "gigachat-tok", reuse_reserved=True)  # doctest: +SKIP
-    >>> install(None, "org/model", "out", template="chat.jinja", stop_tokens=["<|im_end|>"])  # doctest: +SKIP
+    >>> choice = TemplateChoice(template="chat.jinja", stop_tokens=["<|im_end|>"])          # doctest: +SKIP
+    >>> install(choice, "org/model", "out")                                                  # doctest: +SKIP
     """
     plan = plan_install(
-        family,
+        choice,
         tokenizer,
         output,
-        variant=variant,
-        template=template,
-        stop_tokens=stop_tokens,
-        control_tokens=control_tokens,
         format=format,
         reuse_reserved=reuse_reserved,
         bos_postprocessor=bos_postprocessor,

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import TokenizerFolderError, UsageError, option
 from ..families.registry import Family
-from ..families.source import check_source_options
+from ..families.source import TemplateChoice, as_choice, check_source_options, template_files
 from ..outputs import check_output, check_outside
 from ..template.syntax import line_endings
 from ..template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template, is_training_template
@@ -50,7 +49,7 @@ from ..tokenizer.vocab import (
 )
 from .pad import choose_pad
 from .plan import FORMATS, BosPlan, FileChange, InstallPlan
-from .subject import InstallSubject, TemplateFiles, from_templates, subject_of_family, template_files
+from .subject import InstallSubject, from_templates, subject_of_family
 
 
 def _convert_slow(folder: TokenizerFolder) -> dict[str, Any]:
@@ -373,15 +372,12 @@ def _check_format(format: str) -> None:
         )
 
 
-def _template_subject(template: TemplateFiles, folder: TokenizerFolder, declared: dict[str, Any]) -> InstallSubject:
+def _template_subject(choice: TemplateChoice, folder: TokenizerFolder) -> InstallSubject:
     """Template files, their tokens inferred (unless declared) on the source tokenizer."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder.path))
-    allow = declared.pop("allow_unwritten", False)
-    return from_templates(
-        template, tokenizer, generation_config=folder.generation_config, allow_unwritten_tokens=allow, **declared
-    )
+    return from_templates(choice, tokenizer, generation_config=folder.generation_config)
 
 
 def _source_folder(
@@ -402,11 +398,11 @@ def _source_folder(
     return read_folder(source_path)
 
 
-def _check_template_names(template: TemplateFiles | None, training: bool, format: str) -> None:
+def _check_template_names(choice: TemplateChoice, training: bool, format: str) -> None:
     """The format, and the template names, which become file names: refused here, before the source is read and
     anything is staged (and `training` is the name --training writes)."""
     _check_format(format)
-    if template is not None and TRAINING_TEMPLATE_NAME in template_files(template) and training:
+    if choice.template is not None and TRAINING_TEMPLATE_NAME in template_files(choice.template) and training:
         raise UsageError(
             f"{option('template')} names a template '{TRAINING_TEMPLATE_NAME}', and {option('training')} writes "
             "the derived one under that name",
@@ -416,14 +412,10 @@ def _check_template_names(template: TemplateFiles | None, training: bool, format
 
 
 def plan_install(
-    family: str | Family | None,
+    choice: TemplateChoice | str | Family,
     tokenizer: str | Path,
     output: str | Path,
     *,
-    variant: str | None = None,
-    template: TemplateFiles | None = None,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
     format: str = "both",
     reuse_reserved: bool = False,
     bos_postprocessor: bool = True,
@@ -432,19 +424,18 @@ def plan_install(
     revision: str | None = None,
     token: str | None = None,
     pad_token: str | None = None,
-    allow_unwritten_tokens: bool = False,
 ) -> InstallPlan:
-    """What installing `family`, or the template files `template` (a FILE, NAME=FILE strings, or {name: file}), on
-    `tokenizer` into `output` would write; writes nothing there. Their tokens: declared, a bundled family's, or
-    inferred; a declared token the templates never write is refused unless `allow_unwritten_tokens`. `pad_token`: see
-    `pad.choose_pad`. `bos_postprocessor=False` drops the BOS the post-processor adds where the template writes it
+    """What installing the template `choice` names on `tokenizer` into `output` would write; writes nothing there.
+    `choice`: a family (or its name), or a `TemplateChoice` of a family and variant or of template files (its
+    `template`: a FILE, NAME=FILE strings, or {name: file}), their tokens declared there or else inferred. `pad_token`:
+    see `pad.choose_pad`. `bos_postprocessor=False` drops the BOS the post-processor adds where the template writes it
     (kept by default: `tokenizer(text)` on plain text keeps it; see `plan.BosPlan`)."""
-    _check_template_names(template, training, format)
-    family_subject = subject_of_family(family, variant, template, bool(stop_tokens or control_tokens))
+    choice = as_choice(choice)
+    _check_template_names(choice, training, format)
+    family_subject = subject_of_family(choice)
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
-    declared = {"stop_tokens": stop_tokens, "control_tokens": control_tokens, "allow_unwritten": allow_unwritten_tokens}
-    subject = family_subject or _template_subject(template or "", folder, declared)
+    subject = family_subject or _template_subject(choice, folder)
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, bos_postprocessor=bos_postprocessor)
     warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)

@@ -8,16 +8,16 @@ is (by sha256), and what the template emits on the probes, an inference the plan
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, get_family
+from ..families.source import TemplateChoice, template_files
 from ..families.tokens import check_declared_tokens, probe_renderings, template_tokens
 from ..template.analysis import reads_variable, writes_bos
-from ..template.syntax import check_template_syntax, read_template, template_name_problem
+from ..template.syntax import check_template_syntax, read_template
 
 
 @dataclass(frozen=True)
@@ -66,65 +66,14 @@ def from_family(family: str | Family, variant: str | None) -> InstallSubject:
     )
 
 
-TemplateFiles = str | Path | Mapping[str, str | Path] | Sequence[str | Path]
-
-
-def template_files(template: TemplateFiles) -> dict[str, Path]:
-    """`template` as files by name: a path is the default; `NAME=FILE` strings (alone or in a list) or a mapping
-    name the others."""
-    if isinstance(template, Mapping):
-        items: list[tuple[str, str | Path]] = list(template.items())
-    elif isinstance(template, (str, Path)):
-        items = [("", template)]
-    else:
-        items = [("", t) for t in template]
-    files: dict[str, Path] = {}
-    for name, path in items:
-        text = str(path)
-        if not name and "=" in text and not Path(text).exists():
-            name, _, text = text.partition("=")
-        name = name or "default"
-        if (problem := template_name_problem(name)) is not None:
-            raise UsageError(
-                f"{option('template')} {name}={text}: {problem}; a named "
-                "template is written as additional_chat_templates/NAME.jinja",
-                parameter="template",
-                hint="name it with letters, digits and '_', e.g. tool_use=FILE",
-            )
-        if not text:
-            raise UsageError(
-                f"{option('template')} {name}=: no file after '='",
-                parameter="template",
-                hint=f"give the file: {option('template')} {name}=FILE",
-            )
-        if name in files:
-            raise UsageError(
-                f"{option('template')} names the template {name!r} twice",
-                parameter="template",
-                hint="give each named template once, as NAME=FILE",
-            )
-        files[name] = Path(text)
-    if "default" not in files:
-        raise UsageError(
-            f"{option('template')} gives no default template (a FILE without NAME=)",
-            parameter="template",
-            hint=f"add {option('template')} FILE for the default template",
-        )
-    return files
-
-
 def from_templates(
-    template: TemplateFiles,
-    tokenizer: object,
-    *,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
-    generation_config: Mapping[str, Any] | None = None,
-    allow_unwritten_tokens: bool = False,
+    choice: TemplateChoice, tokenizer: object, *, generation_config: Mapping[str, Any] | None = None
 ) -> InstallSubject:
-    """Template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said which), the
-    stops read from the source's `generation_config` where the template writes them."""
-    files = template_files(template)
+    """The choice's template files on the loaded source `tokenizer`: tokens declared, identified or inferred (said
+    which), the stops read from the source's `generation_config` where the template writes them."""
+    if choice.template is None:
+        raise ValueError("from_templates: the choice names no template file")
+    files = template_files(choice.template)
     texts, written, bom_notes = {}, {}, []
     for name, path in files.items():
         file = read_template(path)
@@ -137,14 +86,14 @@ def from_templates(
         if file.written != file.text:
             written[name] = file.written
         check_template_syntax(texts[name], path)
-    declared_controls = tuple(control_tokens or ())
-    stop_tokens = tuple(stop_tokens) if stop_tokens is not None else None
+    declared_controls = choice.control_tokens or ()
+    stop_tokens = choice.stop_tokens
     check_declared_tokens(
         stop_tokens,
         declared_controls,
         texts.values(),
         lambda: probe_renderings(tokenizer, texts.values()),
-        allow_unwritten=allow_unwritten_tokens,
+        allow_unwritten=choice.allow_unwritten_tokens,
     )
     found = template_tokens(
         tokenizer,
@@ -183,18 +132,17 @@ def from_templates(
     )
 
 
-def subject_of_family(
-    family: str | Family | None, variant: str | None, template: TemplateFiles | None, declared: bool
-) -> InstallSubject | None:
+def subject_of_family(choice: TemplateChoice) -> InstallSubject | None:
     """The bundled family's variant to install, or None for template files; refuses what cannot go together
-    (`declared`: stop or control tokens are declared, which only a template file takes)."""
+    (stop or control tokens declared, which only a template file takes)."""
+    family, variant, template = choice.family, choice.variant, choice.template
     if family is not None and template is not None:
         raise UsageError(
             f"give a family or {option('template')}, not both",
             parameter="template",
             hint="install a bundled family by name, or your own template file",
         )
-    if family is not None and declared:
+    if family is not None and choice.declares_tokens:
         raise UsageError(
             f"{option('stop_tokens')} and {option('control_tokens')} declare a template file's tokens; a family "
             "brings its own",

@@ -15,7 +15,7 @@ import gc
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -37,7 +37,8 @@ from ..conversations.normalize import (
 )
 from ..conversations.records import ConversationSource, open_conversations, record_batches
 from ..errors import UsageError, missing_dependency, option
-from ..families.source import choose_template
+from ..families.registry import Family
+from ..families.source import ChosenTemplate, TemplateChoice, as_choice, choose_template
 from ..outputs import check_output, check_outside, staged_folder
 from .features import FEATURE_TYPES, BatchStats, TrainingFeatures, render_record
 from .left_out import LEFT_OUT_REASONS
@@ -273,22 +274,18 @@ def template_normalizer(features: TrainingFeatures) -> Normalizer:
     return Normalizer.for_template(render)
 
 
-def _features(
-    choice: Any,
-    family: str | None,
-    max_length: int | None,
-    stop_tokens: Iterable[str] | None,
-    control_tokens: Iterable[str] | None,
-    training: dict[str, Any],
-) -> TrainingFeatures:
-    var = choice.variant if family else None
+def _features(resolved: ChosenTemplate, max_length: int | None, training: dict[str, Any]) -> TrainingFeatures:
+    """The features for the resolved template: the tokens declared, else the family's (a family named, not one
+    identified), and the family's control tokens with those declared."""
+    declared, var = resolved.declared, resolved.variant
     return TrainingFeatures(
-        choice.path,
-        template=choice.template,
-        kwargs=choice.kwargs,
+        resolved.path,
+        template=resolved.template,
+        kwargs=resolved.kwargs,
         max_length=max_length,
-        stop_tokens=tuple(stop_tokens) if stop_tokens is not None else (var.stop_tokens if var else None),
-        control_tokens=(*(control_tokens or ()), *(var.control_tokens if var else ())) or None,
+        stop_tokens=declared.stop_tokens if declared.stop_tokens is not None else (var.stop_tokens if var else None),
+        control_tokens=(*(declared.control_tokens or ()), *(var.control_tokens if var else ())) or None,
+        allow_unwritten_tokens=declared.allow_unwritten_tokens,
         **training,
     )
 
@@ -327,7 +324,8 @@ def new_report(
         unit=unit,
         reasoning_field=normalizer.reasoning_field,
         max_skipped=limit,
-        **{**{k: v for k, v in training.items() if k != "allow_unwritten_tokens"}, "pack": pack},
+        **training,
+        pack=pack,
     )
 
 
@@ -335,13 +333,8 @@ def prepare(
     source: str | Path,
     conversations: str | Path,
     output: str | Path,
+    choice: TemplateChoice | str | Family | None = None,
     *,
-    family: str | None = None,
-    variant: str | None = None,
-    template: str | Path | None = None,
-    kwargs: dict[str, Any] | None = None,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
     max_length: int | None = None,
     workers: int | None = None,
     force: bool = False,
@@ -357,21 +350,21 @@ def prepare(
     exact: bool = False,
     check_every: int = CHECK_EVERY,
     per_turn: bool = False,
-    allow_unwritten_tokens: bool = False,
 ) -> PrepareReport:
-    """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically).
+    """Stream a dataset of conversations into a datasets `Dataset` saved at `output` (written atomically), rendered
+    with the template `choice` names (default: the tokenizer's own; a family or its name; or a `TemplateChoice`).
 
     `conversations` is a JSONL, JSON or Parquet file, a datasets folder or a Hub dataset id (its `split`, default
     train); `input_format` is auto, openai, sharegpt or messages, read from `messages_column` (default messages,
     ShareGPT: conversations) and `tools_column`. `max_skipped` (N records, or "P%") bounds the records that cannot be
-    read, normalized or rendered: above it nothing is written and `report.over_limit` says why. `stop_tokens`
-    declares the tokens that end an assistant turn (they replace the family's or inferred ones); `control_tokens`
-    declares control tokens the template writes, used with those found. `train_on` (all, last, weighted: a
-    message's `weight` 0/1 or `train` key) picks the turns trained; content that spells a control token is encoded
-    as text unless `allow_control_tokens_in_content`; `pack` packs rows into sequences of at most that many tokens
-    (best fit, `position_ids` restarting per example, as TRL's padding-free training reads them). `exact`: no fast
-    path (transformers' template, the tokenizer's whole-string encoding); else one record in `check_every` goes both
-    ways too. `per_turn`: one example per assistant turn, the conversation cut after it, that turn trained."""
+    read, normalized or rendered: above it nothing is written and `report.over_limit` says why. The choice's
+    `stop_tokens` replace the family's or inferred ones; its `control_tokens` are used with those found. `train_on`
+    (all, last, weighted: a message's `weight` 0/1 or `train` key) picks the turns trained; content that spells a
+    control token is encoded as text unless `allow_control_tokens_in_content`; `pack` packs rows into sequences of at
+    most that many tokens (best fit, `position_ids` restarting per example, as TRL's padding-free training reads
+    them). `exact`: no fast path (transformers' template, the tokenizer's whole-string encoding); else one record in
+    `check_every` goes both ways too. `per_turn`: one example per assistant turn, the conversation cut after it,
+    that turn trained."""
     _check_prepare_options(pack)
     limit = SkipLimit.parse(max_skipped)
     data = open_conversations(
@@ -385,20 +378,19 @@ def prepare(
     check_output(out, force=force)
     check_outside(out, source, "the source tokenizer")
     check_outside(out, conversations, "the conversations folder")
-    choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
+    resolved = choose_template(source, as_choice(choice))
     training: dict[str, Any] = {
         "train_on": train_on,
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
         "exact": exact,
         "check_every": check_every,
         "per_turn": per_turn,
-        "allow_unwritten_tokens": allow_unwritten_tokens,
     }
     cut_by = "--max-length"
     if pack is not None:  # rows longer than a sequence are cut (and reported by line) before packing
         cut_by = "--pack" if max_length is None or pack < max_length else cut_by
         max_length = min(max_length or pack, pack)
-    features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
+    features = _features(resolved, max_length, training)
     normalizer = template_normalizer(features)
     report = new_report(features, normalizer, (data.name, str(out), data.unit, limit.text), training, pack)
     report.cut_by = cut_by

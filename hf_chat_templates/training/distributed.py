@@ -27,7 +27,8 @@ from typing import Any
 from ..conversations.normalize import Normalizer, RecordTally, SkipLimit, over_limit
 from ..conversations.records import open_conversations
 from ..errors import HfChatTemplatesError, UsageError, missing_dependency, option
-from ..families.source import choose_template
+from ..families.registry import Family
+from ..families.source import TemplateChoice, as_choice, choose_template
 from ..outputs import check_output, check_outside, staged_folder
 from .dataset import (
     MAX_LISTED,
@@ -255,16 +256,11 @@ def prepare_on_ray(
     source: str | Path,
     conversations: str | Path,
     output: str | Path,
+    choice: TemplateChoice | str | Family | None = None,
     *,
     address: str | None = None,
     num_cpus: int | None = None,
     shard_bytes: int | None = None,
-    family: str | None = None,
-    variant: str | None = None,
-    template: str | Path | None = None,
-    kwargs: dict[str, Any] | None = None,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
     max_length: int | None = None,
     force: bool = False,
     input_format: str = "auto",
@@ -278,7 +274,6 @@ def prepare_on_ray(
     exact: bool = False,
     check_every: int = CHECK_EVERY,
     per_turn: bool = False,
-    allow_unwritten_tokens: bool = False,
 ) -> PrepareReport:
     """`prepare` on a Ray cluster: the same features, rows in the same order and the same report, for a JSONL or
     Parquet file or a folder of them (`input_files`). `address` joins a cluster ("auto": the one running here;
@@ -299,20 +294,19 @@ def prepare_on_ray(
     check_output(out, force=force)
     check_outside(out, source, "the source tokenizer")
     check_outside(out, conversations, "the conversations folder")
-    choice = choose_template(source, family=family, variant=variant, template=template, kwargs=kwargs)
+    resolved = choose_template(source, as_choice(choice))
     training: dict[str, Any] = {
         "train_on": train_on,
         "allow_control_tokens_in_content": allow_control_tokens_in_content,
         "exact": exact,
         "check_every": check_every,
         "per_turn": per_turn,
-        "allow_unwritten_tokens": allow_unwritten_tokens,
     }
     cut_by = "--max-length"
     if pack is not None:
         cut_by = "--pack" if max_length is None or pack < max_length else cut_by
         max_length = min(max_length or pack, pack)
-    features = _features(choice, family, max_length, stop_tokens, control_tokens, training)
+    features = _features(resolved, max_length, training)
     normalizer = template_normalizer(features)
     report = new_report(features, normalizer, (str(conversations), str(out), first.unit, limit.text), training, pack)
     report.cut_by = cut_by

@@ -33,7 +33,8 @@ from ..conversations.normalize import (
 )
 from ..conversations.records import open_conversations, record_batches
 from ..errors import UsageError, option
-from ..families.source import choose_template
+from ..families.registry import Family
+from ..families.source import TemplateChoice, as_choice, choose_template
 from ..template.limits import RenderLimits
 from ..template.rendering import named_template
 from ..tokenizer.folder import load_tokenizer, read_folder
@@ -294,11 +295,8 @@ def _fail(report: DatasetReport, check: str, number: int, message: str) -> None:
 def verify_conversations(
     source: str | Path,
     conversations: str | Path,
+    choice: TemplateChoice | str | Family | None = None,
     *,
-    family: str | None = None,
-    variant: str | None = None,
-    template: str | Path | None = None,
-    kwargs: dict[str, Any] | None = None,
     workers: int | None = None,
     revision: str | None = None,
     token: str | None = None,
@@ -310,7 +308,8 @@ def verify_conversations(
     max_skipped: int | str | None = None,
     only: Iterable[str] | None = None,
 ) -> DatasetReport:
-    """Run the per-record checks over a dataset of conversations, streaming it in batches (in `workers` processes).
+    """Run the per-record checks over a dataset of conversations, streaming it in batches (in `workers` processes),
+    rendered with the template `choice` names (default: the tokenizer's own; its declared tokens are not read here).
 
     `conversations`, `input_format`, `messages_column`, `tools_column` and `split` are read as `prepare` reads
     them. With `max_skipped` (N records, or "P%"), more records that cannot be read, normalized or rendered than
@@ -325,17 +324,15 @@ def verify_conversations(
         tools_column=tools_column,
         split=split,
     )
-    choice = choose_template(
-        source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
-    )
-    if choice.template is None and read_folder(choice.path).named_template("default") is None:
+    resolved = choose_template(source, as_choice(choice), revision=revision, token=token)
+    if resolved.template is None and read_folder(resolved.path).named_template("default") is None:
         # Said here, before any worker starts: a worker that fails to start is restarted, not reported.
-        raise _no_template(choice.path)
+        raise _no_template(resolved.path)
     report = DatasetReport(
         path=data.name, unit=data.unit, max_skipped=limit.text if limit else "", checks=chosen or RECORD_CHECK_IDS
     )
     bar = progress_bar(progress)
-    factory = functools.partial(RecordChecker, str(choice.path), choice.template, choice.kwargs, chosen)
+    factory = functools.partial(RecordChecker, str(resolved.path), resolved.template, resolved.kwargs, chosen)
     batches = record_batches(data, report.note, report.tally.applied)
     for part in map_batches(factory, RecordChecker.check, batches, workers=workers):
         report.add(part)

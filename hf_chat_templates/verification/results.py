@@ -19,7 +19,8 @@ STATUS_OF = {severity: status for status, severity in SEVERITY_OF.items()}
 CAUSES = ("template", "input normalization", "tokenizer config", "engine")
 # What to do when no token is known to end a turn (a template no family declares, whose turns end with no token).
 STOP_TOKEN_HINT = (
-    "declare it: --stop-token TOKEN on the command line, stop_tokens=[...] from Python, or stop_tokens in a family.toml"
+    "declare it: --stop-token TOKEN on the command line, TemplateChoice(stop_tokens=[...]) from Python, or stop_tokens "
+    "in a family.toml"
 )
 # What a check that needs the stop says when none is known: `stop-token-registered` is the one error about it.
 NO_STOP_TOKEN = "not decided: no stop token is known (stop-token-registered reports it, and how to declare one)"

@@ -1,6 +1,6 @@
 """`verify`: run the named checks on a tokenizer and template, and shape the report.
 
->>> report = verify("path/to/tokenizer", family="llama3.2-pythonic")   # doctest: +SKIP
+>>> report = verify("path/to/tokenizer", "llama3.2-pythonic")          # doctest: +SKIP
 >>> report.ok, report.summary                                          # doctest: +SKIP
 
 The checks live in `checks/`; the context they share in `context`; this module loads that context from a source,
@@ -21,7 +21,7 @@ from typing import Any
 from ..conversations.probes import Probe
 from ..errors import UsageError, option
 from ..families.registry import Family, Variant, identify, list_families
-from ..families.source import TemplateChoice, choose_template
+from ..families.source import ChosenTemplate, TemplateChoice, as_choice, choose_template
 from ..families.tokens import check_declared_tokens
 from ..installation.apply import install
 from ..template.engines import json_worker
@@ -118,39 +118,28 @@ def run_checks(ctx: VerifyContext, only: Iterable[str] | None = None) -> tuple[C
 
 def verify(
     source: str | Path,
+    choice: TemplateChoice | str | Family | None = None,
     *,
-    family: str | None = None,
-    variant: str | None = None,
-    template: str | Path | None = None,
     only: Iterable[str] | None = None,
-    kwargs: dict[str, Any] | None = None,
     revision: str | None = None,
     token: str | None = None,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
     training: bool = False,
     sanitize: bool = False,
     engines: Iterable[str] | str | None = None,
 ) -> VerificationReport:
-    """Verify the tokenizer at `source` with its own template, a bundled family's, or a template file.
+    """Verify the tokenizer at `source` with the template `choice` names: its own (None), a bundled family's (a
+    family or its name), or a `TemplateChoice` (a family's variant, or a template file, and the tokens declared).
 
-    `stop_tokens` declares the tokens that end an assistant turn (they replace the family's or inferred ones);
-    `control_tokens` declares control tokens the template writes, checked with those found. `training`: data the
-    template never reads is an error, not a warning. `sanitize`: content is rendered with
+    `training`: data the template never reads is an error, not a warning. `sanitize`: content is rendered with
     sanitize_control_tokens=True, so content that still becomes a control token is an error. `engines`: the engine
     profiles `engine-parity` compares with transformers ("llama.cpp,tgi" or a list; default: every available one).
     `report.ok` is no error; `report.passes("warning")` no warning either."""
     return verify_with_context(
         source,
-        family=family,
-        variant=variant,
-        template=template,
+        choice,
         only=only,
-        kwargs=kwargs,
         revision=revision,
         token=token,
-        stop_tokens=stop_tokens,
-        control_tokens=control_tokens,
         training=training,
         sanitize=sanitize,
         engines=engines,
@@ -158,13 +147,17 @@ def verify(
 
 
 def verify_with_context(
-    source: str | Path, *, only: Iterable[str] | None = None, **options: Any
+    source: str | Path,
+    choice: TemplateChoice | str | Family | None = None,
+    *,
+    only: Iterable[str] | None = None,
+    **options: Any,
 ) -> tuple[VerificationReport, VerifyContext]:
     """`verify`, and the context its checks read (the token view draws failures from it). `options` are
-    `load_context`'s: family, variant, template, kwargs, revision, token."""
+    `load_context`'s: revision, token, training, sanitize, engines, data_fields, gguf."""
     wanted = _wanted(only)
     try:
-        ctx, fam, var, path = load_context(source, prestart_for=wanted, **options)
+        ctx, fam, var, path = load_context(source, choice, prestart_for=wanted, **options)
         results = run_checks(ctx, wanted)
     finally:  # workers begun early and never asked (the folder or template failed to load): ended now
         json_worker.close_idle()
@@ -191,7 +184,7 @@ def _header_tokens(ctx: VerifyContext) -> dict[str, Any]:
     }
 
 
-def _family_hint(choice: TemplateChoice) -> str | None:
+def _family_hint(choice: ChosenTemplate) -> str | None:
     """The bundled family whose template will be verified, as far as it is known before the tokenizer loads: the
     one named, or the one whose template is the file given or the folder's chat_template.jinja (MISTRAL for a
     Mistral instruct template no family bundles)."""
@@ -209,7 +202,7 @@ def _family_hint(choice: TemplateChoice) -> str | None:
     return found[0].name if found is not None else None
 
 
-def _prestart(checks: set[str], choice: TemplateChoice, engines: Iterable[str] | str | None) -> None:
+def _prestart(checks: set[str], choice: ChosenTemplate, engines: Iterable[str] | str | None) -> None:
     """The processes of `checks` begun before the tokenizer loads, to set themselves up meanwhile: a guess at
     what they will be asked (no family found, none begun), never what they are asked."""
     if "engine-parity" in checks:
@@ -220,62 +213,56 @@ def _prestart(checks: set[str], choice: TemplateChoice, engines: Iterable[str] |
 
 def load_context(
     source: str | Path,
+    choice: TemplateChoice | str | Family | None = None,
     *,
-    family: str | None = None,
-    variant: str | None = None,
-    template: str | Path | None = None,
-    kwargs: dict[str, Any] | None = None,
     revision: str | None = None,
     token: str | None = None,
     probes: Iterable[Probe] | None = None,
-    stop_tokens: Iterable[str] | None = None,
-    control_tokens: Iterable[str] | None = None,
     training: bool = False,
     sanitize: bool = False,
     engines: Iterable[str] | str | None = None,
     data_fields: dict[str, int] | None = None,
     prestart_for: Iterable[str] = (),
     gguf: Path | None = None,
-    allow_unwritten_tokens: bool = False,
 ) -> tuple[VerifyContext, Family | None, Variant | None, Path]:
-    """The tokenizer at `source` and the template to check: its own, a bundled family's, or a template file.
+    """The tokenizer at `source` and the template `choice` names to check: its own, a bundled family's, or a
+    template file, with the tokens it declares.
     `data_fields`: records per field of the data to train on, when known (`verify --conversations`).
     `prestart_for`: the checks to be run whose processes of their own begin now, before the tokenizer loads.
     `gguf`: the GGUF file `source` was saved from, which the fixes then name."""
     engine_names(engines)  # an unknown engine name fails before the tokenizer loads
-    choice = choose_template(
-        source, family=family, variant=variant, template=template, kwargs=kwargs, revision=revision, token=token
-    )
-    _prestart(set(prestart_for), choice, engines)
-    folder = read_folder(choice.path)
+    declared = as_choice(choice)
+    resolved = choose_template(source, declared, revision=revision, token=token)
+    _prestart(set(prestart_for), resolved, engines)
+    folder = read_folder(resolved.path)
     # Checks that render no probe (template-safety) may need no tokenizer: it is loaded when one renders
-    own = folder.loaded_templates() if choice.template is None else (choice.template, None)
+    own = folder.loaded_templates() if resolved.template is None else (resolved.template, None)
     lazy = bool(prestart_for) and set(prestart_for) <= PROBE_FREE and own is not None
-    tokenizer = LazyTokenizer(choice.path, folder) if lazy else load_tokenizer(choice.path, folder)
+    tokenizer = LazyTokenizer(resolved.path, folder) if lazy else load_tokenizer(resolved.path, folder)
     text: str | None
-    if choice.template is not None:
-        text, tool_template = choice.template, None
+    if resolved.template is not None:
+        text, tool_template = resolved.template, None
     elif lazy and own is not None:
         text, tool_template = own
     else:
         text, tool_template = named_template(tokenizer), named_template(tokenizer, "tool_use")
     if text is None:
         raise UsageError(
-            f"{choice.path}: the tokenizer has no chat template",
+            f"{resolved.path}: the tokenizer has no chat template",
             hint=f"pass {option('family')} NAME or {option('template')} FILE, or install one first",
-            path=choice.path,
+            path=resolved.path,
         )
-    choice = choice.identified(text)
+    resolved = resolved.identified(text)
     ctx = VerifyContext(
         tokenizer,
         text,
         tool_template=tool_template,
         folder=folder,
-        variant=choice.variant,
-        kwargs=choice.kwargs,
+        variant=resolved.variant,
+        kwargs=resolved.kwargs,
         probes=probes,
-        stop_tokens=stop_tokens,
-        control_tokens=control_tokens,
+        stop_tokens=declared.stop_tokens,
+        control_tokens=declared.control_tokens,
         training=training,
         sanitize=sanitize,
         engines=engines,
@@ -283,13 +270,13 @@ def load_context(
         gguf=gguf,
     )
     check_declared_tokens(
-        stop_tokens,
-        control_tokens,
+        declared.stop_tokens,
+        declared.control_tokens,
         [text, ctx.tool_template],
         lambda: [r.text for r in ctx.rendered.values() if r.ok and r.text],
-        allow_unwritten=allow_unwritten_tokens,
+        allow_unwritten=declared.allow_unwritten_tokens,
     )
-    return ctx, choice.family, choice.variant, choice.path
+    return ctx, resolved.family, resolved.variant, resolved.path
 
 
 def verify_all(
@@ -316,8 +303,9 @@ def verify_all_with_contexts(
             for var in fam.variants.values():
                 started = time.monotonic()
                 out = Path(tmp) / f"{fam.name}-{var.name}"
-                install(fam, base, out, variant=var.name)
-                report, ctx = verify_with_context(out, family=fam.name, variant=var.name, only=only, engines=engines)
+                chosen = TemplateChoice(family=fam, variant=var.name)
+                install(chosen, base, out)
+                report, ctx = verify_with_context(out, chosen, only=only, engines=engines)
                 results.append(
                     (
                         VerificationReport(

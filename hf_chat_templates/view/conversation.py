@@ -9,6 +9,7 @@ from ..conversations.probes import Probe
 from ..conversations.records import read_messages_file
 from ..errors import UsageError, option
 from ..families.registry import Family
+from ..families.source import TemplateChoice
 from ..template.rendering import Renderer
 from ..verification.context import VerifyContext
 from ..verification.references import REFERENCES, Unsupported, reference_ids
@@ -66,10 +67,8 @@ def _other_side(ctx: VerifyContext, fam: Family | None, name: str, probe: Probe,
 def view_conversation(
     source: str,
     messages_file: os.PathLike[str] | str,
+    choice: TemplateChoice | str | Family | None = None,
     *,
-    family: str | None = None,
-    variant: str | None = None,
-    template: os.PathLike[str] | str | None = None,
     add_generation_prompt: bool = False,
     diff_with: str | None = None,
     ids: bool = False,
@@ -77,7 +76,8 @@ def view_conversation(
     html: bool = False,
     color: bool | None = None,
 ) -> tuple[str, str | None]:
-    """(terminal text, HTML page or None) for one conversation rendered on the tokenizer at `source`."""
+    """(terminal text, HTML page or None) for one conversation rendered on the tokenizer at `source`, with the
+    template `choice` names (default: the tokenizer's own)."""
     messages, tools = read_messages_file(messages_file)
     probe = Probe(
         "messages",
@@ -86,13 +86,7 @@ def view_conversation(
         add_generation_prompt=add_generation_prompt,
         description="the conversation given",
     )
-    ctx, fam, var, _ = load_context(
-        source,
-        family=family,
-        variant=variant,
-        template=os.fspath(template) if template is not None else None,
-        probes=(probe,),
-    )
+    ctx, fam, var, _ = load_context(source, choice, probes=(probe,))
     rendered = ctx.rendered[probe.id]
     if not rendered.ok:
         raise UsageError(

@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from hf_chat_templates import get_family, list_families, verify
+from hf_chat_templates import TemplateChoice, get_family, list_families, verify
 from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.verification.golden import golden_path, golden_renderings
 from hf_chat_templates.verification.runner import load_context, run_checks
@@ -65,7 +65,7 @@ def test_default_variant_is_corrected_and_passes_every_check(
 ) -> None:
     fam = get_family(family)
     assert fam.default_variant == "corrected"
-    report = verify(installed_variants[(family, "corrected")], family=family, variant="corrected")
+    report = verify(installed_variants[(family, "corrected")], TemplateChoice(family=family, variant="corrected"))
     failed = {c.id: c.message for c in report.checks if c.status == "fail"}
     assert failed == {}
     assert {c.id for c in report.checks if c.status == "warn"} <= ALLOWED_WARNINGS
@@ -79,7 +79,7 @@ def test_default_variant_is_corrected_and_passes_every_check(
 def test_upstream_still_fails_where_it_did(family: str, installed_variants: dict[tuple[str, str], Path]) -> None:
     from hf_chat_templates.template.engines import js
 
-    report = verify(installed_variants[(family, "upstream")], family=family, variant="upstream")
+    report = verify(installed_variants[(family, "upstream")], TemplateChoice(family=family, variant="upstream"))
     expected = UPSTREAM_FAILURES[family]
     if family == "gpt-oss" and js.installed_version() is None:
         # only transformers.js renders gpt-oss's seed differently; without @huggingface/jinja that profile skips
@@ -95,7 +95,7 @@ def test_upstream_llama_loses_content_next_to_tool_calls_and_trims_answers(
 ) -> None:
     folder = installed_variants[("llama3.2-pythonic", "upstream")]
     probes = [p for p in build_probes() if p.id in ("agent-call-with-content", "whitespace")]
-    ctx, *_ = load_context(folder, family="llama3.2-pythonic", variant="upstream", probes=probes)
+    ctx, *_ = load_context(folder, TemplateChoice(family="llama3.2-pythonic", variant="upstream"), probes=probes)
     dropped, completion = run_checks(ctx, ["nothing-dropped", "completion-matches-content"])
     assert dropped.status == "fail" and dropped.probe == "agent-call-with-content"
     assert "the content of message 1" in dropped.message and "is dropped" in dropped.message
@@ -208,14 +208,14 @@ def test_the_reference_worker_gives_the_ids_rendered_here(
         return found
 
     folder = installed_variants[(family, "corrected")]
-    here = outcomes(load_context(folder, family=family, variant="corrected")[0])
-    ctx = load_context(folder, family=family, variant="corrected")[0]
+    here = outcomes(load_context(folder, TemplateChoice(family=family, variant="corrected"))[0])
+    ctx = load_context(folder, TemplateChoice(family=family, variant="corrected"))[0]
     references.begin(ctx)
     assert ctx.begun_references is not None and ctx.begun_references()  # the worker answered
     assert outcomes(ctx) == here
     assert any(isinstance(v, list) for v in here.values()) and any(isinstance(v, str) for v in here.values())
     monkeypatch.setattr(references, "WORKER_MODULE", "hf_chat_templates.no_such_worker")
-    broken = load_context(folder, family=family, variant="corrected")[0]
+    broken = load_context(folder, TemplateChoice(family=family, variant="corrected"))[0]
     references.begin(broken)
     assert broken.begun_references is not None and broken.begun_references() == {}
     assert outcomes(broken) == here

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from hf_chat_templates import derive_training_template, get_family, list_families, prepare
+from hf_chat_templates import TemplateChoice, derive_training_template, get_family, list_families, prepare
 from hf_chat_templates.conversations.normalize import Normalizer
 from hf_chat_templates.training import report as report_module
 from hf_chat_templates.training.features import IGNORE_INDEX
@@ -320,7 +320,8 @@ def prepared(case: Callable[[str], Case], tmp_path_factory: pytest.TempPathFacto
         folder = root / name.replace(":", "-")
         folder.mkdir(exist_ok=True)
         jsonl = write_jsonl(folder / "records.jsonl", [json.dumps(r, ensure_ascii=False) for r in data])
-        options: dict[str, Any] = {"kwargs": c.kwargs or None, "max_skipped": "100%", "force": True}
+        choice = TemplateChoice(kwargs=c.kwargs or {})
+        options: dict[str, Any] = {"choice": choice, "max_skipped": "100%", "force": True}
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(report_module, "MAX_LISTED", len(data))
             fast = prepare(c.folder, jsonl, folder / "fast", **options).to_dict()

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hf_chat_templates import get_family, install
+from hf_chat_templates import TemplateChoice, get_family, install
 from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.template.rendering import normalize_for_template
 from hf_chat_templates.verification.references import harmony_encoding
@@ -218,7 +218,7 @@ def test_the_capability_report_says_what_the_variant_reads(folder: Path, variant
     survives in one. The seed never writes `thinking` or `reasoning_content` (its tool-call branch writes `content`
     on the analysis channel, and OpenAI-format calls crash it), so no is the truth for it."""
     probes = [p for p in build_probes() if p.id in ("reasoning", "agent-reasoning-tool-loop")]
-    ctx, *_ = load_context(folder, family="gpt-oss", variant=variant, probes=probes)
+    ctx, *_ = load_context(folder, TemplateChoice(family="gpt-oss", variant=variant), probes=probes)
     assert ctx.capabilities["reasoning"] == reads
 
 

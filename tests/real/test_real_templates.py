@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.verification.runner import verify_with_context
 
 from ..helpers import corpus_manifest, corpus_names, corpus_templates, model_folder, run
@@ -97,7 +98,7 @@ def test_bare_tokenizer_fails_control_tokens_atomic(name: str, build: Build) -> 
     base = AutoTokenizer.from_pretrained(str(bare))
     if all(is_special(base, t) for t in specials):
         pytest.skip(f"the base tokenizer already registers every special token {name} writes")
-    report, _ = verify_with_context(bare, only=["control-tokens-atomic"], kwargs=kwargs_of(name))
+    report, _ = verify_with_context(bare, TemplateChoice(kwargs=kwargs_of(name)), only=["control-tokens-atomic"])
     result = report.check("control-tokens-atomic")
     assert result.status == "fail", f"{name}: unregistered tokens went unnoticed: {result.message}"
     named = " ".join([result.message, *(e["message"] for e in result.detail.get("examples", []))])
@@ -108,7 +109,7 @@ def test_bare_tokenizer_fails_control_tokens_atomic(name: str, build: Build) -> 
 def test_shipped_folder_fails_only_known_checks(name: str, build: Build) -> None:
     manifest = corpus_manifest(name)
     shipped = build(name, True)
-    report, ctx = verify_with_context(shipped, kwargs=kwargs_of(name))
+    report, ctx = verify_with_context(shipped, TemplateChoice(kwargs=kwargs_of(name)))
     known = manifest.get("known_failures", {})
     false_alarms = [f"{c.id}: {c.message}" for c in report.checks if c.status == "fail" and c.id not in known]
     missing_stops = [t for t in manifest["stop_tokens"] if t not in ctx.stop_tokens]

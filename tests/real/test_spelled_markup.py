@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from hf_chat_templates import derive_training_template, prepare
+from hf_chat_templates import TemplateChoice, derive_training_template, prepare
 from hf_chat_templates.training.features import IGNORE_INDEX
 
 from ..helpers import corpus_manifest, model_folder, write_jsonl
@@ -145,7 +145,7 @@ def test_records_spelling_markup_are_written_as_transformers_encodes_them(
     records = [RECORDS[key] for key in keys]
     data = write_jsonl(tmp_path / "spelled.jsonl", [json.dumps(r) for r in records])
     kwargs = corpus_manifest(name.removesuffix("-sp")).get("kwargs") or None
-    report = prepare(folders[name], data, tmp_path / "out", kwargs=kwargs)
+    report = prepare(folders[name], data, tmp_path / "out", TemplateChoice(kwargs=kwargs))
     assert (report.skipped, report.unrendered) == ([], []), f"{name}: records left out"
     assert report.written == len(records)
     rows = load_from_disk(str(tmp_path / "out"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates import install, list_families, verify
+from hf_chat_templates import TemplateChoice, install, list_families, verify
 
 from ..helpers import snapshot
 
@@ -42,5 +42,7 @@ def test_install_training_writes_a_named_template_that_verifies(
 )
 def test_upstream_variants_get_masks_equal_to_their_spans(key: str, installed_variants: dict) -> None:
     family, variant = key.split("/")
-    report = verify(installed_variants[(family, variant)], family=family, variant=variant, only=["assistant-mask"])
+    report = verify(
+        installed_variants[(family, variant)], TemplateChoice(family=family, variant=variant), only=["assistant-mask"]
+    )
     assert report.check("assistant-mask").status in ("pass", "warn", "info"), report.check("assistant-mask").message

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates import base_tokenizer, install, verify
+from hf_chat_templates import TemplateChoice, base_tokenizer, install, verify
 
 from ..helpers import run
 
 
 def test_upstream_gpt_oss_drifts_from_harmony(tmp_path: Path) -> None:
-    install("gpt-oss", base_tokenizer("o200k-harmony"), tmp_path / "out", variant="upstream")
+    install(TemplateChoice(family="gpt-oss", variant="upstream"), base_tokenizer("o200k-harmony"), tmp_path / "out")
     report = verify(tmp_path / "out", only=["reference-parity", "renders", "deterministic"])
     assert report.family == "gpt-oss" and report.variant == "upstream"  # identified by the template's sha256
     parity = report.check("reference-parity")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.verification.runner import verify_with_context
 from hf_chat_templates.view.conversation import view_conversation
 from hf_chat_templates.view.report import anchor_for, verification_html
@@ -21,9 +22,7 @@ def test_diff_with_another_variant_aligns_both_sides(installed_variants: dict, t
         json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there."}]})
     )
     source = installed_variants[("gemma3-tools", "corrected")]
-    text, page = view_conversation(
-        str(source), messages, family="gemma3-tools", diff_with="upstream", html=True, color=False
-    )
+    text, page = view_conversation(str(source), messages, "gemma3-tools", diff_with="upstream", html=True, color=False)
     assert "they part ways at token" in text
     parsed = parse_view(page or "")
     left, right = parsed.views
@@ -36,7 +35,7 @@ def test_diff_with_another_variant_aligns_both_sides(installed_variants: dict, t
 
 def test_verify_html_anchors_each_failure_at_its_token(installed_variants: dict) -> None:
     source = installed_variants[("gemma3-tools", "upstream")]
-    report, ctx = verify_with_context(source, family="gemma3-tools", variant="upstream")
+    report, ctx = verify_with_context(source, TemplateChoice(family="gemma3-tools", variant="upstream"))
     page = verification_html([(report, ctx)])
     parsed = parse_view(page)
     failing = [c for c in report.checks if c.status == "fail"]
@@ -57,7 +56,9 @@ def test_verify_html_anchors_each_failure_at_its_token(installed_variants: dict)
 @pytest.mark.parametrize("check_id", ["reference-parity"])
 def test_verify_html_aligns_the_official_renderer(check_id: str, installed_variants: dict) -> None:
     source = installed_variants[("llama3.2-pythonic", "upstream")]
-    report, ctx = verify_with_context(source, family="llama3.2-pythonic", variant="upstream", only=[check_id])
+    report, ctx = verify_with_context(
+        source, TemplateChoice(family="llama3.2-pythonic", variant="upstream"), only=[check_id]
+    )
     check = report.check(check_id)
     assert check.status == "fail"
     parsed = parse_view(verification_html([(report, ctx)]))

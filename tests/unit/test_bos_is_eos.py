@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.verification.dataset import verify_conversations
 
 from ..helpers import GOOD, chatml_folder, check, context, write_jsonl
@@ -39,4 +40,4 @@ def test_records_too(same_bos_eos: Path, tmp_path: Path) -> None:
     assert verify_conversations(same_bos_eos, data).failed["no-double-bos"] == 0
     doubled = tmp_path / "doubled.jinja"
     doubled.write_text("{{ bos_token }}{{ bos_token }}" + GOOD)
-    assert verify_conversations(same_bos_eos, data, template=doubled).failed["no-double-bos"] == 2
+    assert verify_conversations(same_bos_eos, data, TemplateChoice(template=doubled)).failed["no-double-bos"] == 2

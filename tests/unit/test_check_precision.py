@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.conversations.suite import build_probes
 from hf_chat_templates.tokenizer.folder import dump_json
 from hf_chat_templates.tokenizer.vocab import register_control_tokens
@@ -194,10 +195,10 @@ def test_records_rendered_with_a_bos_per_message_have_no_double_bos(tmp_path: Pa
     data = helpers.write_jsonl(tmp_path / "c.jsonl", [json.dumps(record)])
     per_message = tmp_path / "per-message.jinja"
     per_message.write_text(BOS_PER_MESSAGE)
-    assert verify_conversations(folder, data, template=per_message).failed["no-double-bos"] == 0
+    assert verify_conversations(folder, data, TemplateChoice(template=per_message)).failed["no-double-bos"] == 0
     twice = tmp_path / "twice.jinja"
     twice.write_text("{{ bos_token }}" + BOS_PER_MESSAGE)
-    assert verify_conversations(folder, data, template=twice).failed["no-double-bos"] == 1
+    assert verify_conversations(folder, data, TemplateChoice(template=twice)).failed["no-double-bos"] == 1
 
 
 # Bielik's and MiniMax-M2's way: the first system message is read, the loop renders user and assistant only.

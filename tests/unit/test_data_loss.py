@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.conversations.probes import _Builder, _done, tool_call, weather_tool
 
 from ..helpers import GOOD, check, context, run
@@ -231,6 +232,6 @@ def test_a_record_whose_tools_or_arguments_the_template_drops_fails_nothing_drop
     assert verify_conversations(folder, data).failed["nothing-dropped"] == 0
     template = tmp_path / "broken.jinja"
     template.write_text(broken)
-    report = verify_conversations(folder, data, template=template)
+    report = verify_conversations(folder, data, TemplateChoice(template=template))
     assert report.failed["nothing-dropped"] == 1
     assert report.examples["nothing-dropped"][0] == (1, f"{says} is not in the rendering")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from datasets import load_from_disk
 
-from hf_chat_templates import prepare
+from hf_chat_templates import TemplateChoice, prepare
 from hf_chat_templates.training import shapes as shapes_module
 from hf_chat_templates.training.followed import INT_INERT, STR_INERT, Length, Taint, Tracker
 from hf_chat_templates.training.loading import compile_template
@@ -124,8 +124,10 @@ def test_a_title_branch_first_met_late_gives_the_ids_of_the_plain_path_and_trans
     template.write_text(TITLE, encoding="utf-8")
     records = _records(40, late=20)
     data = write_jsonl(tmp_path / "d.jsonl", [json.dumps(r) for r in records])
-    fast = prepare(folder, data, tmp_path / "fast", template=template, stop_tokens=["<|im_end|>"])
-    exact = prepare(folder, data, tmp_path / "exact", template=template, stop_tokens=["<|im_end|>"], exact=True)
+    fast = prepare(folder, data, tmp_path / "fast", TemplateChoice(template=template, stop_tokens=["<|im_end|>"]))
+    exact = prepare(
+        folder, data, tmp_path / "exact", TemplateChoice(template=template, stop_tokens=["<|im_end|>"]), exact=True
+    )
     assert _rows(tmp_path / "fast") == _rows(tmp_path / "exact")
     assert fast.shapes.direct == 20 and fast.shapes.filled == 20  # the system branch renders directly
     assert exact.to_dict()["exact"] and "fast paths: off (--exact" in exact.describe()

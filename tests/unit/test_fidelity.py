@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.conversations.fidelity import fidelity_probes
 from hf_chat_templates.conversations.probes import core_probes
 from hf_chat_templates.verification.context import VerifyContext
@@ -276,7 +277,9 @@ def test_corpus_fails_exactly_the_real_defects(toy_tokenizer_master: Path, tmp_p
     failing = {}
     for name in corpus_names():
         folder = model_folder(name, toy_tokenizer_master, tmp_path / name)
-        report, _ = verify_with_context(folder, only=["values-faithful"], kwargs=corpus_manifest(name).get("kwargs"))
+        report, _ = verify_with_context(
+            folder, TemplateChoice(kwargs=corpus_manifest(name).get("kwargs")), only=["values-faithful"]
+        )
         result = report.check("values-faithful")
         assert result.status in ("pass", "info", "fail"), f"{name}: {result.message}"
         if result.status == "fail":

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hf_chat_templates import prepare
+from hf_chat_templates import TemplateChoice, prepare
 from hf_chat_templates.conversations.formats import to_conversation
 from hf_chat_templates.conversations.normalize import ARGUMENTS_STEP
 from hf_chat_templates.conversations.records import open_conversations
@@ -56,15 +56,15 @@ def test_an_unknown_sharegpt_role_is_a_problem_of_that_record() -> None:
 def test_the_examples_prepare_every_record(good: Path, tmp_path: Path) -> None:
     template = tmp_path / "refusing.jinja"
     template.write_text(REFUSING)
-    openai = prepare(good, EXAMPLES / "openai.jsonl", tmp_path / "a", template=template)
+    openai = prepare(good, EXAMPLES / "openai.jsonl", tmp_path / "a", TemplateChoice(template=template))
     assert (openai.written, openai.records, openai.tally.steps) == (2, 2, {ARGUMENTS_STEP: 1})
-    sharegpt = prepare(good, EXAMPLES / "sharegpt.jsonl", tmp_path / "b", template=template)
+    sharegpt = prepare(good, EXAMPLES / "sharegpt.jsonl", tmp_path / "b", TemplateChoice(template=template))
     assert (sharegpt.written, sharegpt.records) == (3, 3)
     assert sharegpt.tally.steps == {"sharegpt": 3, "tools-json": 1}
     assert "mapped ShareGPT turns (from/value) onto messages: 3 records" in sharegpt.describe()
     forced = prepare(good, EXAMPLES / "sharegpt.jsonl", tmp_path / "c", input_format="sharegpt")
     assert forced.written == 3
-    checked = verify_conversations(good, EXAMPLES / "sharegpt.jsonl", template=template)
+    checked = verify_conversations(good, EXAMPLES / "sharegpt.jsonl", TemplateChoice(template=template))
     assert checked.records == 3 and checked.failed["renders"] == 0
 
 
@@ -111,7 +111,7 @@ def test_parquet_with_string_arguments_prepares_every_row(good: Path, tmp_path: 
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "c.parquet")
     found = _records(tmp_path / "c.parquet")
     assert [(w, k) for w, _, k, _ in found] == [(0, ""), (1, "")]
-    report = prepare(good, tmp_path / "c.parquet", tmp_path / "out", template=template)
+    report = prepare(good, tmp_path / "c.parquet", tmp_path / "out", TemplateChoice(template=template))
     assert (report.written, report.records, report.unit) == (2, 2, "row")
     assert report.tally.steps[ARGUMENTS_STEP] == 1
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates import get_family, plan_install
+from hf_chat_templates import TemplateChoice, get_family, plan_install
 
 from ..helpers import GOOD, run, snapshot
 
@@ -118,7 +118,7 @@ def test_a_turn_end_nothing_can_infer_must_be_declared(
 
 def test_a_bundled_template_given_as_a_file_is_recognised(toy_tokenizer: Path, tmp_path: Path) -> None:
     variant = get_family("llama3.2-pythonic").variant()
-    plan = plan_install(None, toy_tokenizer, tmp_path / "out", template=variant.template_path)
+    plan = plan_install(TemplateChoice(template=variant.template_path), toy_tokenizer, tmp_path / "out")
     assert plan.tokens_from == "the bundled family llama3.2-pythonic/corrected"
     assert [t.token for t in plan.tokens] == list(variant.control_tokens)
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hf_chat_templates import _compat, prepare
+from hf_chat_templates import TemplateChoice, _compat, prepare
 from hf_chat_templates.conversations.normalize import (
     ARGUMENTS_STEP,
     EARLIER_REASONING_DROPPED,
@@ -116,7 +116,7 @@ def test_arguments_that_are_not_a_json_object_are_a_malformed_record(good: Path,
     template.write_text(REFUSING)
     records = [openai_record(), openai_record("city=Oslo"), openai_record("[1, 2]"), openai_record('{"a": NaN}')]
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
-    report = prepare(good, data, tmp_path / "out", template=template, max_skipped=3)
+    report = prepare(good, data, tmp_path / "out", TemplateChoice(template=template), max_skipped=3)
     assert report.written == 1 and report.tally.steps == {ARGUMENTS_STEP: 1} and report.unrendered == []
     assert [n for n, _ in report.bad_lines] == [2, 3, 4]
     assert "arguments 'city=Oslo' are not JSON" in report.bad_lines[0][1]
@@ -151,14 +151,14 @@ def test_openai_records_with_string_arguments_prepare_on_a_template_that_refuses
     template.write_text(REFUSING)
     plain = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(openai_record()), json.dumps(plain)])
-    report = prepare(good, data, tmp_path / "out", template=template)
+    report = prepare(good, data, tmp_path / "out", TemplateChoice(template=template))
     assert (report.written, report.records, report.ok) == (2, 2, True)
     text = report.describe()
     assert "parsed JSON-string tool-call arguments into mappings (the template needs them): 1 records" in text
     assert report.to_dict()["skips"]["steps"] == {
         "parsed JSON-string tool-call arguments into mappings (the template needs them)": 1
     }
-    checked = verify_conversations(good, data, template=template)
+    checked = verify_conversations(good, data, TemplateChoice(template=template))
     assert checked.failed["renders"] == 0 and checked.tally.steps == {ARGUMENTS_STEP: 1}
 
 
@@ -166,7 +166,7 @@ def test_null_content_is_replaced_only_where_the_template_fails_on_it(good: Path
     template = tmp_path / "null.jinja"
     template.write_text(NULL_CRASH)
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(openai_record({"city": "Oslo"}))])
-    report = prepare(good, data, tmp_path / "out", template=template)
+    report = prepare(good, data, tmp_path / "out", TemplateChoice(template=template))
     assert report.written == 1 and report.tally.steps == {NULL_CONTENT_STEP: 1}
     assert 'replaced null content of assistant tool-call turns with ""' in report.describe()
 
@@ -183,7 +183,10 @@ def test_reasoning_aliases_move_to_the_field_the_template_reads(good: Path, tmp_
         {"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}]},
     ]
     report = prepare(
-        good, write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records]), tmp_path / "out", template=template
+        good,
+        write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records]),
+        tmp_path / "out",
+        TemplateChoice(template=template),
     )
     assert report.written == 3 and report.tally.steps == {REASONING_STEP: 2}
     assert "into 'reasoning_content' (the field the template renders): 2 records" in report.describe()
@@ -227,14 +230,14 @@ def test_a_field_named_in_the_templates_text_counts_only_when_rendering_writes_i
     template.write_text(REASONING.replace("{%- for m", "{{- 'Think before answering; thinking helps.' -}}{%- for m", 1))
     records = [_answer({"thinking": "add them"}), _answer({"reasoning": "sum"})]
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(r) for r in records])
-    report = prepare(good, data, tmp_path / "out", template=template)
+    report = prepare(good, data, tmp_path / "out", TemplateChoice(template=template))
     assert report.ok and report.reasoning_field == "reasoning_content" and report.tally.steps == {REASONING_STEP: 2}
     assert "into 'reasoning_content' (the field the template renders): 2 records" in report.describe()
     texts = _decoded(good, tmp_path / "out")
     assert "<think>add them</think>4" in texts[0] and "<think>sum</think>4" in texts[1]
     # Text naming reasoning_content, rendering thinking: thinking
     template.write_text(THINKING)
-    moved = prepare(good, data, tmp_path / "thinking", template=template)
+    moved = prepare(good, data, tmp_path / "thinking", TemplateChoice(template=template))
     assert moved.ok and moved.reasoning_field == "thinking" and moved.tally.steps == {REASONING_STEP: 1}
     assert "into 'thinking' (the field the template renders): 1 records" in moved.describe()
 
@@ -248,9 +251,9 @@ def test_a_template_naming_both_fields_but_rendering_neither_counts_reasoning_as
     assert normalizer.reasoning_field is None
     assert normalizer.apply(_answer({"reasoning_content": "add"}))[1] == (REASONING_DROPPED,)
     data = write_jsonl(tmp_path / "c.jsonl", [json.dumps(_answer({"reasoning_content": "add"}))])
-    refused = prepare(good, data, tmp_path / "refused", template=template)
+    refused = prepare(good, data, tmp_path / "refused", TemplateChoice(template=template))
     assert not refused.ok and "1 reasoning (reasoning_content, reasoning, thinking) dropped" in refused.over_limit
-    kept = prepare(good, data, tmp_path / "out", template=template, max_skipped=1)
+    kept = prepare(good, data, tmp_path / "out", TemplateChoice(template=template), max_skipped=1)
     assert kept.ok and kept.tally.steps == {REASONING_DROPPED: 1} and kept.reasoning_field is None
 
 

@@ -24,6 +24,7 @@ EXPECTED = {
     "InstallResult",
     "PushPlan",
     "PushResult",
+    "TemplateChoice",
     "TrainingFeatures",
     "VerificationReport",
     "Variant",

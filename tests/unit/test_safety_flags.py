@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.template.flag_rules import MAX_FLAG_STEPS
 from hf_chat_templates.template.safety import scan_template
 from hf_chat_templates.verification.runner import verify_with_context
@@ -291,12 +292,12 @@ def test_an_instruction_in_the_default_system_prompt_is_info_and_elsewhere_a_war
 def test_only_template_safety_gives_a_static_verdict_without_loading_the_tokenizer(good: Path, tmp_path: Path) -> None:
     path = tmp_path / "t.jinja"
     path.write_text((HOSTILE / "bomb_doubling_trigger.jinja").read_text(encoding="utf-8"), encoding="utf-8")
-    report, ctx = verify_with_context(good, template=path, only=["template-safety"])
+    report, ctx = verify_with_context(good, TemplateChoice(template=path), only=["template-safety"])
     assert report.checks[0].status == "fail" and not ctx.tokenizer.is_loaded
     path.write_text(CHATML, encoding="utf-8")  # nothing static: the coverage renders load it
-    report, ctx = verify_with_context(good, template=path, only=["template-safety"])
+    report, ctx = verify_with_context(good, TemplateChoice(template=path), only=["template-safety"])
     assert report.checks[0].status == "pass" and ctx.tokenizer.is_loaded
-    report, ctx = verify_with_context(good, template=path, only=["template-safety", "renders"])
+    report, ctx = verify_with_context(good, TemplateChoice(template=path), only=["template-safety", "renders"])
     assert not hasattr(ctx.tokenizer, "is_loaded")  # another check needs it: loaded as before
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import jinja2.nodes as nodes
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.template.coverage import coverage_cases
 from hf_chat_templates.template.folding import UNKNOWN, Folding
 from hf_chat_templates.template.instructions import instruction
@@ -401,7 +402,7 @@ SLOW = "{% for i in range(9999) %}{% for j in range(messages | length * 9000) %}
 def test_only_template_safety_renders_no_probe(template: str, good: Path, tmp_path: Path, no_probe: None) -> None:
     text = SLOW if template == "slow" else (HOSTILE / f"{template}.jinja").read_text(encoding="utf-8")
     (tmp_path / "t.jinja").write_text(text, encoding="utf-8")
-    report, _ = verify_with_context(good, template=tmp_path / "t.jinja", only=["template-safety"])
+    report, _ = verify_with_context(good, TemplateChoice(template=tmp_path / "t.jinja"), only=["template-safety"])
     (result,) = report.checks
     assert report.capabilities == {} and report.tokens == {}
     if template == "slow":  # only the prose scan's own renders ran, and its budget cut them

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.errors import UsageError
 from hf_chat_templates.verification.runner import verify
 from hf_chat_templates.verification.sarif import apply_baseline, read_baseline, sarif_document
@@ -117,7 +118,7 @@ def test_the_schema_subset_rejects_a_log_missing_required_fields() -> None:
 
 @pytest.fixture(scope="module")
 def trigger_report(good: Path) -> Any:
-    return verify(good, template=TRIGGER, only=["renders", "template-safety"])
+    return verify(good, TemplateChoice(template=TRIGGER), only=["renders", "template-safety"])
 
 
 def test_sarif_points_each_safety_finding_at_its_line_and_column(trigger_report: Any) -> None:

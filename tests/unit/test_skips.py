@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_chat_templates import prepare
+from hf_chat_templates import TemplateChoice, prepare
 from hf_chat_templates.conversations.normalize import SkipLimit
 from hf_chat_templates.conversations.records import BATCH_BYTES, open_conversations, record_batches
 from hf_chat_templates.errors import UsageError
@@ -108,7 +108,7 @@ def test_by_default_one_record_that_does_not_render_publishes_nothing(good: Path
     boom = {"messages": [{"role": "user", "content": "boom"}, {"role": "assistant", "content": "x"}]}
     data = write_jsonl(tmp_path / "c.jsonl", [PLAIN, json.dumps(boom), PLAIN, PLAIN])
     template = _boom_template(tmp_path)
-    report = prepare(good, data, tmp_path / "out", template=template)
+    report = prepare(good, data, tmp_path / "out", TemplateChoice(template=template))
     assert (report.written, report.encoded, report.output, report.ok) == (0, 3, "", False)
     assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["boom.jinja", "c.jsonl"]  # no staging left behind
@@ -117,9 +117,9 @@ def test_by_default_one_record_that_does_not_render_publishes_nothing(good: Path
     assert "refused:" in report.describe() and "too many records left out" in report.describe()
     for limit in (1, "1", "25%"):
         out = tmp_path / f"out-{type(limit).__name__}-{limit}".replace("%", "pct")
-        passed = prepare(good, data, out, template=template, max_skipped=limit)
+        passed = prepare(good, data, out, TemplateChoice(template=template), max_skipped=limit)
         assert (passed.written, passed.ok) == (3, True) and out.is_dir()
-    assert not prepare(good, data, tmp_path / "out-pct", template=template, max_skipped="20%").ok
+    assert not prepare(good, data, tmp_path / "out-pct", TemplateChoice(template=template), max_skipped="20%").ok
 
 
 def test_records_with_nothing_to_train_do_not_count(good: Path, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.families.tokens import render_surviving, template_tokens
 from hf_chat_templates.installation.subject import from_templates
 from hf_chat_templates.template.rendering import Renderer
@@ -50,7 +51,9 @@ def test_deepseek_tool_call_tokens_are_found_though_its_tool_calls_raise(toy: An
 
 
 def test_install_registers_deepseek_tool_call_tokens(toy: Any) -> None:
-    subject = from_templates(REAL / "deepseek-v3.1.jinja", toy, generation_config={"eos_token_id": 2})
+    subject = from_templates(
+        TemplateChoice(template=REAL / "deepseek-v3.1.jinja"), toy, generation_config={"eos_token_id": 2}
+    )
     assert set(DEEPSEEK_TOOL_TOKENS) <= set(subject.markup_tokens) | set(subject.control_tokens)
 
 
@@ -62,7 +65,9 @@ def test_phi4_mini_ends_a_turn_with_end(toy: Any) -> None:
     assert found.stop_tokens[0] == "<|end|>" and found.turn_end
     assert "a plain two-exchange conversation raises; read with a tool given" in found.notes
     assert not any("no token ends an assistant turn" in n for n in found.notes)
-    subject = from_templates(REAL / "phi-4-mini-llama-cpp.jinja", toy, generation_config={"eos_token_id": 2})
+    subject = from_templates(
+        TemplateChoice(template=REAL / "phi-4-mini-llama-cpp.jinja"), toy, generation_config={"eos_token_id": 2}
+    )
     assert subject.stop_tokens[0] == "<|end|>"
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hf_chat_templates import get_family, install, verify
+from hf_chat_templates import TemplateChoice, get_family, install, verify
 from hf_chat_templates.families.source import choose_template
 from hf_chat_templates.template.rendering import Renderer
 from hf_chat_templates.template.syntax import line_endings, read_template, transformers_text
@@ -36,8 +35,8 @@ CRLF = TEMPLATE.replace("\n", "\r\n")
 MESSAGES = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello, friend"}]
 
 
-def _results(folder: Path, **options: Any) -> list[tuple[str, str, str]]:
-    return [(c.id, c.status, c.message) for c in verify(folder, **options).checks]
+def _results(folder: Path, choice: TemplateChoice | None = None) -> list[tuple[str, str, str]]:
+    return [(c.id, c.status, c.message) for c in verify(folder, choice).checks]
 
 
 def _with_template(source: Path, target: Path, *, file: str | None = None, key: str | None = None) -> Path:
@@ -91,10 +90,10 @@ def test_jinja_renders_carriage_returns_as_newlines(good: Path) -> None:
 def test_the_same_template_verifies_the_same_as_a_file_and_in_a_folder(
     good: Path, tmp_path: Path, files: dict[str, Path]
 ) -> None:
-    expected = _results(good, template=files["lf"])
+    expected = _results(good, TemplateChoice(template=files["lf"]))
     assert all(status in ("pass", "skip", "warn", "info") for _, status, _ in expected)
-    assert _results(good, template=files["crlf"]) == expected
-    assert _results(good, template=files["cr"]) == expected
+    assert _results(good, TemplateChoice(template=files["crlf"])) == expected
+    assert _results(good, TemplateChoice(template=files["cr"])) == expected
     in_folder = _results(_with_template(good, tmp_path / "lf", file=TEMPLATE))
     assert _results(_with_template(good, tmp_path / "crlf", file=CRLF)) == in_folder
     # The folder's own file and a CRLF file beside an LF key: transformers and TGI read the same template
@@ -129,8 +128,8 @@ def test_a_key_that_differs_from_the_file_only_in_line_endings_is_named(good: Pa
 def test_install_keeps_the_files_line_endings_and_writes_the_key_with_lf(
     capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path, files: dict[str, Path]
 ) -> None:
-    lf = install(None, toy_tokenizer, tmp_path / "out-lf", template=files["lf"])
-    crlf = install(None, toy_tokenizer, tmp_path / "out-crlf", template=files["crlf"])
+    lf = install(TemplateChoice(template=files["lf"]), toy_tokenizer, tmp_path / "out-lf")
+    crlf = install(TemplateChoice(template=files["crlf"]), toy_tokenizer, tmp_path / "out-crlf")
     assert crlf.plan.template_sha256 == lf.plan.template_sha256  # the template transformers reads
     assert (tmp_path / "out-crlf" / "chat_template.jinja").read_bytes() == files["crlf"].read_bytes()
     config = json.loads((tmp_path / "out-crlf" / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -155,6 +154,6 @@ def test_a_crlf_copy_of_a_bundled_template_is_that_family(good: Path, tmp_path: 
     variant = family.variant()
     copy = tmp_path / "copy.jinja"
     copy.write_bytes(variant.template_path.read_bytes().replace(b"\n", b"\r\n"))
-    choice = choose_template(good, template=copy)
+    choice = choose_template(good, TemplateChoice(template=copy))
     assert choice.template == variant.template
     assert choice.identified(choice.template).variant == variant

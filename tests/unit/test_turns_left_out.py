@@ -10,7 +10,7 @@ from typing import Any
 
 from datasets import load_from_disk
 
-from hf_chat_templates import prepare
+from hf_chat_templates import TemplateChoice, prepare
 from hf_chat_templates.training.features import IGNORE_INDEX
 
 from ..helpers import chatml_folder, run, write_jsonl
@@ -55,7 +55,7 @@ def _setup(tmp_path: Path, template: str, records: list[dict[str, Any]]) -> tupl
 
 def test_a_record_whose_every_turn_is_left_out_counts_and_names_the_cause(tmp_path: Path, capsys: Any) -> None:
     folder, template, data = _setup(tmp_path, THINKING, [_chat(1), _chat(2)])
-    report = prepare(folder, data, tmp_path / "out", template=template, stop_tokens=["<|im_end|>"])
+    report = prepare(folder, data, tmp_path / "out", TemplateChoice(template=template, stop_tokens=["<|im_end|>"]))
     assert not report.ok and report.over_limit and report.tally.skipped["every turn left out"] == 2
     why = report.skipped[0][1]
     assert why.startswith("every assistant turn is left out of training (message 1: the generation prompt")
@@ -75,7 +75,13 @@ def test_a_record_whose_every_turn_is_left_out_counts_and_names_the_cause(tmp_pa
 
 def test_turns_left_out_of_records_that_still_train_are_counted_with_the_fix(tmp_path: Path) -> None:
     folder, template, data = _setup(tmp_path, REWRITES, [_chat(3, reasoning=True), _chat(1, reasoning=True)])
-    report = prepare(folder, data, tmp_path / "out", template=template, stop_tokens=["<|im_end|>"], max_skipped="100%")
+    report = prepare(
+        folder,
+        data,
+        tmp_path / "out",
+        TemplateChoice(template=template, stop_tokens=["<|im_end|>"]),
+        max_skipped="100%",
+    )
     assert report.ok and report.written == 2
     assert report.turns_left_out == 2 and report.tokens_left_out == 14
     (line, message, why), *_ = report.left_out
@@ -91,7 +97,12 @@ def test_per_turn_rows_equal_apply_chat_template_of_each_cut_conversation(tmp_pa
     records = [_chat(3, reasoning=True), _chat(1, reasoning=True), {"messages": [{"role": "user", "content": "q"}]}]
     folder, template, data = _setup(tmp_path, REWRITES, records)
     report = prepare(
-        folder, data, tmp_path / "out", template=template, stop_tokens=["<|im_end|>"], per_turn=True, max_skipped=1
+        folder,
+        data,
+        tmp_path / "out",
+        TemplateChoice(template=template, stop_tokens=["<|im_end|>"]),
+        per_turn=True,
+        max_skipped=1,
     )
     assert report.ok and report.written == 4 and report.turns_left_out == 0 and report.per_turn
     assert "--per-turn: 4 examples" in report.describe()
@@ -124,8 +135,7 @@ def test_per_turn_with_weighted_turns_makes_examples_of_the_weighted_ones(tmp_pa
         folder,
         data,
         tmp_path / "out",
-        template=template,
-        stop_tokens=["<|im_end|>"],
+        TemplateChoice(template=template, stop_tokens=["<|im_end|>"]),
         per_turn=True,
         train_on="weighted",
     )
@@ -134,7 +144,9 @@ def test_per_turn_with_weighted_turns_makes_examples_of_the_weighted_ones(tmp_pa
 
 def test_per_turn_counts_a_record_once_and_names_the_examples_turn(tmp_path: Path) -> None:
     folder, template, data = _setup(tmp_path, THINKING, [_chat(3), _chat(1)])
-    report = prepare(folder, data, tmp_path / "out", template=template, stop_tokens=["<|im_end|>"], per_turn=True)
+    report = prepare(
+        folder, data, tmp_path / "out", TemplateChoice(template=template, stop_tokens=["<|im_end|>"]), per_turn=True
+    )
     assert report.tally.skipped["every turn left out"] == 2 and "2 of 2 records could not be used" in report.over_limit
     (line, why), *_ = report.skipped
     assert line == 1 and why.startswith("the turn of a --per-turn example is left out of training (message 1: ")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hf_chat_templates import TemplateChoice
 from hf_chat_templates.verification.checks import CHECK_ORDER
 
 from ..helpers import GOOD, run
@@ -116,7 +117,7 @@ def test_conversations_catch_a_dropping_template(good: Path, tmp_path: Path) -> 
         )
         + "\n"
     )
-    report = verify_conversations(good, data, template=template)
+    report = verify_conversations(good, data, TemplateChoice(template=template))
     assert report.failed["nothing-dropped"] == 1
     assert report.examples["nothing-dropped"][0] == (1, "message 0: 'second' is not in the rendering")
 
