@@ -15,7 +15,7 @@ import jinja2.nodes as nodes
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names
 from .safety_findings import SafetyFinding, Source, literal_value, prose, short
-from .trigger_rules import _taint, _trigger
+from .trigger_rules import _trigger, taint_of
 
 Piece = tuple[nodes.Node, str, bool]
 _MARKS = re.compile(
@@ -110,7 +110,7 @@ def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
         t.node.name for t in ast.find_all(nodes.Test) if t.name == "defined" and isinstance(t.node, nodes.Name)
     }
     keywords = (undeclared_names(ast) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
-    tainted = _taint(ast)
+    tainted = taint_of(folding)
     after = _in_turn(ast)
     for node in ast.find_all(nodes.If):
         trigger = _trigger(node.test, tainted)

@@ -24,7 +24,7 @@ import jinja2.nodes as nodes
 
 from .folding import UNKNOWN, Folding, undeclared_names
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
-from .trigger_rules import _reads, _taint
+from .trigger_rules import _reads, taint_of
 
 _MARKUP = re.compile(r"<[^<>]{1,62}>|\[[^\[\]]{1,62}\]")
 
@@ -130,7 +130,7 @@ def _writes(branches: list[Any], reads: list[bool]) -> bool:
 
 
 def rewrites(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    tainted = _taint(ast)
+    tainted = taint_of(folding)
     yield from _swaps(ast, src, tainted)
     given = undeclared_names(ast)
     for node, scope in folding.walk():

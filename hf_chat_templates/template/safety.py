@@ -46,7 +46,7 @@ from typing import Any
 import jinja2
 import jinja2.nodes as nodes
 
-from .addresses import default_prompts, literal_addresses
+from .addresses import literal_addresses
 from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
@@ -86,12 +86,13 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
         check_template_syntax(text, f"the {name} template")
         raise AssertionError("unreachable") from err
     found: list[SafetyFinding] = []
-    scans = [_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _nested_work, _sizes]
-    scans.append(literal_addresses)
-    for rule_scan in scans:
+    for rule_scan in (_escapes, _globals_and_files, _environment_names, _work, _sizes, literal_addresses):
         found += rule_scan(ast, src)
     # The same rules on what the template computes from literals (`['__cla', 'ss__'] | join`), never rendered
     folding = Folding(ast)
+    found += triggers(ast, src, folding)
+    found += spliced(ast, src, folding)
+    found += _nested_work(ast, src, folding)
     found += _format_strings(ast, src, folding)
     found += folded_findings(ast, src, folding)
     found += flagged(ast, src, folding)
@@ -105,29 +106,12 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
-    found = _defaults_demoted(found, default_prompts(ast, folding))
     # An instruction already named as gated on a trigger or joined to content is not named twice
     named = [f.construct for f in found if f.rule in ("HCT-S008", "HCT-S012")]
     found = [f for f in found if f.rule != "HCT-S011" or not any(f.construct[:60] in c for c in named)]
     unique = {(f.rule, f.line, f.column, f.construct): f for f in found}
     ordered = sorted(unique.values(), key=lambda f: (f.line, f.column, f.rule))
     return tuple(SafetyFinding(**{**_fields(f), "template": name}) for f in ordered)
-
-
-def _defaults_demoted(found: list[SafetyFinding], defaults: list[str]) -> list[SafetyFinding]:
-    """An instruction or address in the template's default system prompt is info: it is written only when the
-    conversation has no system message, any system message replaces it, and it is there for a reader to judge
-    (Devstral's names its scaffold's address and tells the model how to work)."""
-    note = (
-        " (in the template's default system prompt, written only when the conversation has no system message; "
-        "any system message the caller gives replaces it)"
-    )
-    return [
-        SafetyFinding(**{**_fields(f), "severity": "info", "message": f.message + note})
-        if f.rule in ("HCT-S011", "HCT-S014") and any(f.construct[:60] in text for text in defaults)
-        else f
-        for f in found
-    ]
 
 
 def _fields(f: SafetyFinding) -> dict[str, Any]:
@@ -349,9 +333,18 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
             )
 
 
-def _range_size(node: nodes.Node) -> float:
-    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
-        return _range_count(node.args)
+def _range_size(loop: nodes.For, folding: Folding) -> float:
+    """How many times a loop over a constant range runs (`Folding.loop_values`; a bound too large to fold is read
+    by `const_int`), 0 for any other loop."""
+    values = folding.loop_values(loop)
+    if isinstance(values, range):
+        try:
+            return float(len(values))
+        except OverflowError:
+            return math.inf
+    it = loop.iter
+    if isinstance(it, nodes.Call) and isinstance(it.node, nodes.Name) and it.node.name == "range":
+        return _range_count(it.args)
     return 0.0
 
 
@@ -365,14 +358,14 @@ def _range_count(args: list[nodes.Expr]) -> float:
     return max(known, default=0.0)
 
 
-def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+def _nested_work(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """Loops over constant ranges inside one another (each under MAX_RANGE, their product not), and a filter
     that pads to a constant width (`'x' | center(10**9)`)."""
 
     def walk(node: nodes.Node, steps: float) -> Iterator[SafetyFinding]:
         for child in node.iter_child_nodes():
             inner = steps
-            if isinstance(child, nodes.For) and (size := _range_size(child.iter)):
+            if isinstance(child, nodes.For) and (size := _range_size(child, folding)):
                 inner = steps * size
                 if inner > MAX_NESTED_STEPS and steps > 1 and size <= MAX_RANGE:
                     yield SafetyFinding(

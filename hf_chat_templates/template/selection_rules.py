@@ -20,8 +20,8 @@ import jinja2.nodes as nodes
 
 from .folding import UNKNOWN, Folding
 from .hidden_text import _kind
-from .safety_findings import SafetyFinding, Source, literal_value, prose, short
-from .trigger_rules import _reads, _taint
+from .safety_findings import SafetyFinding, Source, literal_value, prose
+from .trigger_rules import TOLD, _reads, data_of, reads_data, taint_of, trigger_finding
 
 _CHOOSERS = frozenset({"select", "reject", "selectattr", "rejectattr"})
 _PERCENT_C = re.compile(r"%[-+ #0]*\d*c")
@@ -83,6 +83,15 @@ def _selection(node: nodes.Node) -> tuple[nodes.Node, list[nodes.Node], str] | N
     return None
 
 
+def _structural(index: nodes.Node) -> bool:
+    """An index read from a message's role or a part's type (`labels[m.role]`): the template's own format."""
+    keys = [
+        n.attr if isinstance(n, nodes.Getattr) else literal_value(getattr(n, "arg", None) or n)
+        for n in index.find_all((nodes.Getattr, nodes.Getitem))
+    ]
+    return any(k in ("role", "type") for k in [*keys, getattr(index, "attr", None)])
+
+
 def _written_at(ast: nodes.Template, text: str, default: int) -> int:
     """The line of the literal that spells `text` (a `{% set %}` before the choice, often), else `default`."""
     for literal in ast.find_all((nodes.Const, nodes.TemplateData)):
@@ -94,31 +103,33 @@ def _written_at(ast: nodes.Template, text: str, default: int) -> int:
 
 
 def selections(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """HCT-S008: prose chosen by an index read from content or the clock, with the text's and the index's place."""
-    tainted = _taint(ast)
+    """HCT-S008: prose chosen by an index read from content or the clock (an error), or from anything else of the
+    conversation (a warning: `banners[messages | length % 3]`, `[note, ''][tools | selectattr(…) | list | length >
+    0]`), with the text's and the index's place."""
+    tainted, data = taint_of(folding), data_of(folding)
     for node, scope in folding.walk():
         found = _selection(node)
         if found is None:
             continue
         container, index, how = found
         kinds = [k for i in index if (k := _reads(i, tainted))]
-        if not kinds or _reads(container, tainted) == "content":
-            continue  # a part of the content itself (`content[:n]`) brings no text of the template's
+        kinds = kinds or ["data" for i in index if reads_data(i, data) and not _structural(i)]
+        if not kinds or _reads(container, tainted) == "content" or reads_data(container, data):
+            continue  # a part of the conversation itself (`content[:n]`) brings no text of the template's
         text = _payload(container, folding, scope)
         if text is None:
             continue
-        said = "message content" if kinds[0] == "content" else "the clock"
-        first = next(row for row in text.split("\n") if prose(row)).strip()
-        line = _written_at(ast, first, node.lineno)
-        yield SafetyFinding(
-            "HCT-S008",
-            line,
-            src.column(line, first[:30]),
-            f"the text {short(first)} is chosen by {how} that reads {said} (the choice at line {node.lineno}): "
-            "the model is told something on a trigger the conversation does not show, as an `if` would",
-            construct=f"{kinds[0]}:{how}:{text[:80]}",
-            detail={"trigger": kinds[0]},
+        said = {"content": "message content", "clock": "the clock"}.get(
+            kinds[0], "the conversation (its length, a tool's name, a count)"
         )
+        first = next(row for row in text.split("\n") if prose(row)).strip()
+        written = _written_at(ast, first, node.lineno)
+        at = nodes.Const(first, lineno=written)
+        severity = "" if kinds[0] in ("content", "clock") else "warning"
+        yield trigger_finding(
+            src, at, first, f"chosen by {how} that reads {said}", node.lineno, f"{kinds[0]}:{how}:{text[:80]}",
+            kinds[0], severity=severity, consequence=TOLD + ", as an `if` would",
+        )  # fmt: skip
 
 
 # ---- HCT-S006: characters made from numbers ----------------------------------------------------------------------
@@ -150,14 +161,11 @@ def _hidden(code: Any) -> bool:
 
 def _ranges(ast: nodes.Template, folding: Folding) -> dict[str, range]:
     """Loop variables over a `range(…)` of folded bounds: `{% for n in range(0xE0020, 0xE007F) %}`."""
-    found: dict[str, range] = {}
-    for loop in ast.find_all(nodes.For):
-        call = loop.iter
-        if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) and call.node.name == "range":
-            bounds = [folding.value(a) for a in call.args]
-            if bounds and all(isinstance(b, int) for b in bounds) and isinstance(loop.target, nodes.Name):
-                found[loop.target.name] = range(*bounds)
-    return found
+    return {
+        loop.target.name: span
+        for loop in ast.find_all(nodes.For)
+        if isinstance(loop.target, nodes.Name) and isinstance(span := folding.loop_values(loop), range)
+    }
 
 
 def _offsets(expr: nodes.Node, folding: Folding, scope: dict[str, Any]) -> list[Any]:
