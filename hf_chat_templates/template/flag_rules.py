@@ -85,7 +85,7 @@ class Conditions:
 
     def content_test(self, test: nodes.Node) -> str | None:
         """How `test` tests message content against words or a size, or None."""
-        for node in (test, *test.find_all((nodes.Compare, nodes.Call, nodes.Test))):
+        for node in (test, *test.find_all((nodes.Compare, nodes.Call, nodes.Test, nodes.Filter))):
             found = self._one(node)
             if found:
                 return found
@@ -121,6 +121,11 @@ class Conditions:
         elif isinstance(node, nodes.Test) and node.name in _TEXT_TESTS and node.args:
             said = self.words(node.args[0]) if self._content(node.node) else []
             return f"is {node.name} {said[0]!r}" if said else None
+        elif isinstance(node, nodes.Filter) and node.name in ("select", "reject") and len(node.args) >= 2:
+            # `content.split() | select('in', ['urgent', 'refund'])`: the words of content tested one by one
+            test = self.folding.value(node.args[0])
+            said = self.words(node.args[1]) if test in _TEXT_TESTS and node.node and self._content(node.node) else []
+            return f"has a word {test} {said[:3]!r}" if said else None
         return None
 
     def position_test(self, test: nodes.Node) -> str | None:
@@ -308,10 +313,17 @@ def _choices(node: nodes.CondExpr, folding: Folding, words: int) -> Iterator[tup
                 yield branch, value  # type: ignore[misc]
 
 
+def conditions_of(folding: Folding) -> Conditions:
+    """The template's `Conditions` with its flags found, computed once per scan."""
+    if "conditions" not in folding.cache:
+        cond = folding.cache["conditions"] = Conditions(folding.ast, folding)
+        find_flags(folding.ast, cond)
+    return folding.cache["conditions"]
+
+
 def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008 for text gated on a flag or a position (text gated on content itself is `trigger_rules`')."""
-    cond = Conditions(ast, folding)
-    find_flags(ast, cond)
+    cond = conditions_of(folding)
     node: Any
     for node in ast.find_all((nodes.If, nodes.CondExpr, nodes.For)):
         if node.test is None:

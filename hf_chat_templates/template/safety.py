@@ -47,6 +47,7 @@ import jinja2
 import jinja2.nodes as nodes
 
 from .addresses import literal_addresses
+from .data_rules import data_findings
 from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
@@ -102,6 +103,7 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += rewrites(ast, src, folding)
     found += selections(ast, src, folding)
     found += characters(ast, src, folding)
+    found += data_findings(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
