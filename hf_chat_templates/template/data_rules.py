@@ -193,10 +193,8 @@ def _terms(values: list[nodes.Node], key: str) -> list[nodes.Node]:
 
 def _text(node: nodes.Node) -> bool:
     """A value read from what someone wrote (content, a string the caller passes), not a count of it."""
-    return (
-        isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name))
-        or (isinstance(node, nodes.Filter)
-        and (node.name in ("trim", "string", "lower", "first", "last")))
+    return isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)) or (
+        isinstance(node, nodes.Filter) and (node.name in ("trim", "string", "lower", "first", "last"))
     )
 
 

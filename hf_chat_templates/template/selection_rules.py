@@ -187,26 +187,38 @@ def _reaches_hidden(expr: nodes.Node, folding: Folding, scope: dict[str, Any], l
     return any(_hidden(v) for v in _offsets(expr, folding, scope))
 
 
+_TOKEN_SHAPE = re.compile(r"<[|｜][^<>]{1,40}[|｜]>|\[/?[A-Z_]{3,20}\]|<(?:start|end)_of_turn>|</?s>")
+
+
 def characters(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     loops = _ranges(ast, folding)
+    made: dict[int, tuple[nodes.Node, str, bool, list[str]]] = {}  # per node, in the walk's order
     for node, scope in folding.walk():
         found = _char_format(node, folding, scope)
         if found is None:
             continue
         numbers, how = found
         hidden = any(_reaches_hidden(n, folding, scope, loops) for n in numbers)
+        _, _, before, spelled = made.get(id(node), (node, how, False, []))
+        value = folding.value(node, scope)  # in a loop over constant codes, one character per item
+        made[id(node)] = (node, how, before or hidden, [*spelled, value if isinstance(value, str) else ""])
+    for node, how, hidden, spelled in made.values():
+        token = _TOKEN_SHAPE.search("".join(spelled))
         keyword = "format" if "format" in how else "%"
+        said = (
+            ", and the numbers fall in the hidden blocks (tag characters, bidirectional controls, zero-width): "
+            "text the model reads and a reviewer cannot see"
+            if hidden
+            else f", and they spell the control token {token.group()!r}: a turn the template ends or opens where no "
+            "reviewer sees it"
+            if token
+            else ": no published template does, and a reviewer cannot read what it writes"
+        )
         yield SafetyFinding(
             "HCT-S006",
             node.lineno,
             src.column(node.lineno, keyword),
-            f"{how} makes characters from numbers at render time"
-            + (
-                ", and the numbers fall in the hidden blocks (tag characters, bidirectional controls, zero-width): "
-                "text the model reads and a reviewer cannot see"
-                if hidden
-                else ": no published template does, and a reviewer cannot read what it writes"
-            ),
-            severity="error" if hidden else "warning",
+            f"{how} makes characters from numbers at render time{said}",
+            severity="error" if hidden or token else "warning",
             construct=f"{how}:{node.lineno}",
         )
