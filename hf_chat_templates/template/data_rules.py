@@ -21,9 +21,9 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import CODEC_METHODS, UNKNOWN, Folding, undeclared_names, variable_key
+from .folding import CODEC_METHODS, UNKNOWN, Folding, variable_key
 from .safety_findings import SafetyFinding, Source, literal_value
-from .trigger_rules import _reads, data_of, reads_data, taint_of
+from .trigger_rules import _reads, assigned_of, data_of, given_of, reads_data, taint_of
 
 MIN_TOKEN = 8  # an account, a wallet: a run of letters and digits this long, one a digit at least
 MAX_FACTOR = 16  # `loop.index * 2` sizes by the input; past this factor, the template multiplies it
@@ -42,20 +42,6 @@ def data_findings(ast: nodes.Template, src: Source, folding: Folding) -> Iterato
 
 
 # ---- HCT-S015: a tool call written with the template's own value ------------------------------------------------
-def _assignments(ast: nodes.Template) -> dict[str, list[nodes.Node]]:
-    found: dict[str, list[nodes.Node]] = {}
-    for a in ast.find_all(nodes.Assign):
-        if key := variable_key(a.target):
-            found.setdefault(key, []).append(a.node)
-    for call in ast.find_all(nodes.Call):  # `namespace(addr='0x')`: its attributes' first values
-        if getattr(call.node, "name", None) == "namespace":
-            for parent in ast.find_all(nodes.Assign):
-                if parent.node is call and isinstance(parent.target, nodes.Name):
-                    for kw in call.kwargs:
-                        found.setdefault(f"{parent.target.name}.{kw.key}", []).append(kw.value)
-    return found
-
-
 def _keys(node: nodes.Node) -> list[Any]:
     """The attribute and item names `node` reads (`m.tool_calls`, `call['arguments']`)."""
     found = [node, *node.find_all((nodes.Getattr, nodes.Getitem))]
@@ -97,8 +83,8 @@ class _Built:
 
     def __init__(self, ast: nodes.Template, folding: Folding, data: frozenset[str]) -> None:
         self.folding, self.data = folding, data
-        self.sets = _assignments(ast)
-        self.given = undeclared_names(ast)
+        self.sets = assigned_of(folding)
+        self.given = given_of(folding)
 
     def __call__(self, node: nodes.Node) -> str | None:
         if isinstance(node, (nodes.Const, nodes.TemplateData)) or reads_data(node, self.data):
@@ -212,7 +198,7 @@ def _size_args(node: nodes.Node, folding: Folding) -> tuple[str, list[nodes.Node
 
 def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     data, tainted = data_of(folding), taint_of(folding)
-    sets = _assignments(ast)
+    sets = assigned_of(folding)
     for node in ast.find_all((nodes.Filter, nodes.Call, nodes.Mul)):
         found = _size_args(node, folding)
         for size in found[1] if found else ():
@@ -249,7 +235,7 @@ def _big(node: nodes.Node, folding: Folding, sets: dict[str, list[nodes.Node]]) 
 
 
 def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    sets = _assignments(ast)
+    sets = assigned_of(folding)
     node: Any
     for node in ast.find_all((nodes.Getitem, nodes.Mod, nodes.FloorDiv, nodes.Call)):
         if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):

@@ -14,9 +14,9 @@ import jinja2.nodes as nodes
 
 from .analysis import STANDARD_VARIABLES
 from .flag_rules import conditions_of
-from .folding import Folding, undeclared_names
+from .folding import Folding
 from .safety_findings import SafetyFinding, Source, literal_value, prose, short
-from .trigger_rules import _trigger, taint_of
+from .trigger_rules import _trigger, given_of, taint_of
 
 Piece = tuple[nodes.Node, str, bool]
 _MARKS = re.compile(
@@ -152,7 +152,7 @@ def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
     defaulted = {
         t.node.name for t in ast.find_all(nodes.Test) if t.name == "defined" and isinstance(t.node, nodes.Name)
     }
-    keywords = (undeclared_names(ast) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
+    keywords = (given_of(folding) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
     tainted = taint_of(folding)
     after = _in_turn(ast) + _after_close(ast, folding)
     cond = conditions_of(folding)

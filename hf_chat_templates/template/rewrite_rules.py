@@ -22,9 +22,9 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import UNKNOWN, Folding, undeclared_names
+from .folding import UNKNOWN, Folding
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
-from .trigger_rules import _reads, taint_of
+from .trigger_rules import _reads, given_of, taint_of
 
 _MARKUP = re.compile(r"<[^<>]{1,62}>|\[[^\[\]]{1,62}\]")
 
@@ -132,7 +132,7 @@ def _writes(branches: list[Any], reads: list[bool]) -> bool:
 def rewrites(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     tainted = taint_of(folding)
     yield from _swaps(ast, src, tainted)
-    given = undeclared_names(ast)
+    given = given_of(folding)
     for node, scope in folding.walk():
         found = _replacement(node, tainted)
         if found is not None:

@@ -21,7 +21,7 @@ import jinja2.nodes as nodes
 from .folding import UNKNOWN, Folding
 from .hidden_text import _kind
 from .safety_findings import SafetyFinding, Source, literal_value, prose
-from .trigger_rules import TOLD, _reads, data_of, reads_data, taint_of, trigger_finding
+from .trigger_rules import TOLD, _reads, assigned_of, data_of, reads_data, taint_of, trigger_finding
 
 _CHOOSERS = frozenset({"select", "reject", "selectattr", "rejectattr"})
 _PERCENT_C = re.compile(r"%[-+ #0]*\d*c")
@@ -83,6 +83,29 @@ def _selection(node: nodes.Node) -> tuple[nodes.Node, list[nodes.Node], str] | N
     return None
 
 
+def _keyed(index: nodes.Node, folding: Folding) -> bool:
+    """Whether an index (or a variable it reads, set once) compares the conversation with a word: `[note,
+    ''][hit]` where `hit` selected the tools named 'transfer_funds'."""
+    sets = assigned_of(folding)
+    names = [n.name for n in [index, *index.find_all(nodes.Name)] if isinstance(n, nodes.Name)]
+    for expr in [index, *(v for n in names for v in sets.get(n, [])[:1])]:
+        for node in [expr, *expr.find_all((nodes.Compare, nodes.Test, nodes.Filter))]:
+            if isinstance(node, nodes.Compare):
+                args: list[nodes.Node] = [node.expr, *(op.expr for op in node.ops)]
+            elif isinstance(node, nodes.Test) or (isinstance(node, nodes.Filter) and node.name in _CHOOSERS):
+                args = list(node.args)
+            else:
+                continue
+            if any(isinstance(v := folding.value(a), str) and re.fullmatch(r"[A-Za-z_][\w.-]{2,}", v) and v not in
+                   _TEST_NAMES for a in args):  # fmt: skip
+                return True
+    return False
+
+
+_TEST_NAMES = frozenset({"equalto", "sameas", "defined", "none", "string", "mapping", "number", "role", "type"})
+_TEST_NAMES |= {"function.name", "name", "in", "eq", "ne"}
+
+
 def _structural(index: nodes.Node) -> bool:
     """An index read from a message's role or a part's type (`labels[m.role]`): the template's own format."""
     keys = [
@@ -114,18 +137,25 @@ def selections(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
         container, index, how = found
         kinds = [k for i in index if (k := _reads(i, tainted))]
         kinds = kinds or ["data" for i in index if reads_data(i, data) and not _structural(i)]
+        held = folding.value(container, scope)  # `{"transfer_funds": "Execute …"}.get(name)`: keyed by a word
+        words = isinstance(held, dict) and any(isinstance(v, str) and prose(v) for v in held.values())
+        if kinds and kinds[0] == "data" and (words or any(_keyed(i, folding) for i in index)):
+            kinds = ["name"]  # `hit`, set where a tool's name is compared with 'transfer_funds': a trigger
         if not kinds or _reads(container, tainted) == "content" or reads_data(container, data):
             continue  # a part of the conversation itself (`content[:n]`) brings no text of the template's
         text = _payload(container, folding, scope)
         if text is None:
             continue
-        said = {"content": "message content", "clock": "the clock"}.get(
-            kinds[0], "the conversation (its length, a tool's name, a count)"
-        )
+        readings = {
+            "content": "message content",
+            "clock": "the clock",
+            "name": "the conversation compared with a word (a tool's name)",
+        }
+        said = readings.get(kinds[0], "the conversation (its length, a count)")
         first = next(row for row in text.split("\n") if prose(row)).strip()
         written = _written_at(ast, first, node.lineno)
         at = nodes.Const(first, lineno=written)
-        severity = "" if kinds[0] in ("content", "clock") else "warning"
+        severity = "" if kinds[0] in ("content", "clock", "name") else "warning"
         yield trigger_finding(
             src, at, first, f"chosen by {how} that reads {said}", node.lineno, f"{kinds[0]}:{how}:{text[:80]}",
             kinds[0], severity=severity, consequence=TOLD + ", as an `if` would",

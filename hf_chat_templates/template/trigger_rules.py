@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import Folding, variable_key
+from .folding import Folding, undeclared_names, variable_key
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
 
 CONTENT_KEYS = frozenset({"content", "text"})
@@ -89,6 +89,29 @@ def taint_of(folding: Folding) -> dict[str, str]:
     if "taint" not in folding.cache:
         folding.cache["taint"] = _taint(folding.ast)
     return folding.cache["taint"]
+
+
+def given_of(folding: Folding) -> set[str]:
+    """`undeclared_names` of the template: the keywords and globals it reads, computed once per scan."""
+    if "given" not in folding.cache:
+        folding.cache["given"] = undeclared_names(folding.ast)
+    return folding.cache["given"]
+
+
+def assigned_of(folding: Folding) -> dict[str, list[nodes.Node]]:
+    """Each variable (`x`, `ns.attr`) and the values its `{% set %}`s give it (a `namespace(attr=…)`'s first one
+    too), computed once per scan."""
+    if "assigned" not in folding.cache:
+        found: dict[str, list[nodes.Node]] = {}
+        for a in folding.ast.find_all(nodes.Assign):
+            if key := variable_key(a.target):
+                found.setdefault(key, []).append(a.node)
+            call = a.node
+            if isinstance(call, nodes.Call) and getattr(call.node, "name", None) == "namespace" and key:
+                for kw in call.kwargs:
+                    found.setdefault(f"{key}.{kw.key}", []).append(kw.value)
+        folding.cache["assigned"] = found
+    return folding.cache["assigned"]
 
 
 def data_of(folding: Folding) -> frozenset[str]:

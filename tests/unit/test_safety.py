@@ -94,7 +94,7 @@ SAFETY_HOSTILE = {
     "size_center_count": "HCT-S009",
     "size_indent_total": "HCT-S009",
     "size_range_content": "HCT-S009",
-    "select_banner_count": "HCT-S008",
+    "position_banner_index": "HCT-S008",
     "select_tool_name": "HCT-S008",
     "payload_bigint_alphabet": "HCT-S006",
 }
