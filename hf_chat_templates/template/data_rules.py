@@ -92,6 +92,10 @@ class _Built:
         if any(isinstance(n, nodes.Name) and n.name in self.given for n in [node, *node.find_all(nodes.Name)]):
             return None  # a keyword the caller passes, a token the tokenizer defines
         value = self.folding.value(node)
+        macro = self.folding.macros.get(getattr(node.node, "name", "")) if isinstance(node, nodes.Call) else None
+        if value is UNKNOWN and macro is not None:  # a macro that assembles it in a loop: what its constants fold to
+            pieces = [self.folding.value(n) for n in macro.find_all((nodes.Const, nodes.Name, nodes.TemplateData))]
+            value = "".join(p for p in pieces if isinstance(p, str))
         key = variable_key(node)
         if value is UNKNOWN and key in self.sets and not any(reads_data(v, self.data) for v in self.sets[key]):
             # built at render time (`{% set ns.addr = ns.addr ~ hexed[i:i+2] %}`): what its pieces fold to
@@ -187,31 +191,50 @@ def _text(node: nodes.Node) -> bool:
 def _size_args(node: nodes.Node, folding: Folding) -> tuple[str, list[nodes.Node]] | None:
     if isinstance(node, nodes.Filter) and node.name in _PADS and node.args:
         return f"|{node.name}", [node.args[0]]
+    fmt = folding.value(node.left) if isinstance(node, nodes.Mod) else None  # `'%*s' % (n, '')`: a width given
+    if isinstance(fmt, str) and re.search(r"%[-#0 +]*\*", fmt):
+        return "%*", list(node.right.items) if isinstance(node.right, nodes.Tuple) else [node.right]  # type: ignore[attr-defined]
     if isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "range" and node.args:
         return "range", list(node.args[:2])
     if isinstance(node, nodes.Mul):
         sides = [folding.value(s) for s in (node.left, node.right)]
         if isinstance(sides[0], (str, list)) or isinstance(sides[1], (str, list)):
             return "*", [node.right if isinstance(sides[0], (str, list)) else node.left]
+        texts = [s for s in (node.left, node.right) if _written_text(s)]  # `message.content * 1000`
+        if len(texts) == 1:
+            return "* text", [node.right if texts[0] is node.left else node.left]
     return None
+
+
+def _written_text(node: nodes.Node) -> bool:
+    """Text someone wrote, read whole: `m.content`, `m['content'] | trim` (not its length)."""
+    while isinstance(node, nodes.Filter) and node.name in ("trim", "string", "lower", "upper") and node.node:
+        node = node.node
+    key = node.attr if isinstance(node, nodes.Getattr) else literal_value(getattr(node, "arg", None) or node)
+    return isinstance(node, (nodes.Getattr, nodes.Getitem)) and key in ("content", "text", "arguments")
 
 
 def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     data, tainted = data_of(folding), taint_of(folding)
     sets = assigned_of(folding)
-    for node in ast.find_all((nodes.Filter, nodes.Call, nodes.Mul)):
+    for node in ast.find_all((nodes.Filter, nodes.Call, nodes.Mul, nodes.Mod)):
         found = _size_args(node, folding)
-        for size in found[1] if found else ():
-            if not (reads_data(size, data) or _reads(size, tainted)) or _linear(size, folding, sets):
+        how, sizes = found if found else ("", [])
+        for size in sizes:
+            from_data = reads_data(size, data) or _reads(size, tainted) is not None
+            if how == "* text":  # the input's own text repeated: by more than a few times, or by a size of its own
+                count = folding.value(size)
+                if not (from_data or (isinstance(count, int) and count > MAX_FACTOR)):
+                    continue
+            elif not from_data or _linear(size, folding, sets):
                 continue
-            how = found[0]  # type: ignore[index]
             yield SafetyFinding(
                 "HCT-S009",
                 node.lineno,
-                src.column(node.lineno, how.strip("|")),
-                f"the size of `{how}` is computed from the conversation beyond its own length (multiplied, raised, or "
-                "read from content as a number), with no constant bound: the input chooses how much memory a render "
-                "takes",
+                src.column(node.lineno, how.split()[0].strip("|")),
+                f"the size of `{how.split()[0]}` is computed from the conversation beyond its own length (multiplied, "
+                "raised, or read from content as a number), with no constant bound: the input chooses how much memory "
+                "a render takes",
                 severity="warning",
                 construct=f"data size {how} {node.lineno}",
             )
@@ -219,6 +242,8 @@ def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
 
 # ---- HCT-S006: text decoded from numbers ------------------------------------------------------------------------
 def _alphabet(value: Any) -> bool:
+    if isinstance(value, dict):
+        value = list(value.values())
     if isinstance(value, str):
         return len(set(value)) >= MIN_ALPHABET
     return (

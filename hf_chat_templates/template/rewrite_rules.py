@@ -42,6 +42,8 @@ DATA_KEYS = frozenset({"content", "text", "arguments", "reasoning_content", "thi
 def _reads_data(node: nodes.Node, tainted: dict[str, str]) -> bool:
     if _reads(node, tainted) == "content":
         return True
+    if any(n.name in ("tools", "documents") for n in [node, *node.find_all(nodes.Name)] if isinstance(n, nodes.Name)):
+        return True  # the tools' or documents' JSON: what the caller gave, as the model reads it
     for sub in (node, *node.find_all((nodes.Getattr, nodes.Getitem))):
         key = sub.attr if isinstance(sub, nodes.Getattr) else getattr(getattr(sub, "arg", None), "value", None)
         if key in DATA_KEYS:
@@ -163,6 +165,16 @@ def _rewrite(
             "becomes text no reader of the template can see, so the model is trained or served words the "
             "conversation did not have",
             construct=f"{old}\0<computed>"[:120],
+        )
+        return
+    if old is UNKNOWN and isinstance(new, str) and _new_words("", new):  # `replace(args.to, vault)`: a value swapped
+        yield SafetyFinding(
+            "HCT-S015",
+            node.lineno,
+            column,
+            f"{how} rewrites what a message carries: a value read from it becomes {new!r}, so the model is trained "
+            "or served words the conversation did not have",
+            construct=f"<data>\0{new}"[:120],
         )
         return
     if not (isinstance(old, str) and isinstance(new, str)) or not _new_words(old, new):
