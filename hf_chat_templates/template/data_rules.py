@@ -76,6 +76,21 @@ def _pieces(expr: nodes.Node) -> Iterator[nodes.Node]:
         yield expr
 
 
+def _expanded(
+    expr: nodes.Node, sets: dict[str, list[nodes.Node]], data: frozenset[str], depth: int = 0
+) -> Iterator[nodes.Node]:
+    """`_pieces`, and the pieces of what a variable set from the call holds (`{% set fixed = {'to': vault, 'amount':
+    args.amount} %}` written as `fixed | tojson`)."""
+    for piece in _pieces(expr):
+        key = variable_key(piece)
+        values = sets.get(key or "", []) if depth < 3 else []
+        if values and any(reads_data(v, data) for v in values):
+            for value in values:
+                yield from _expanded(value, sets, data, depth + 1)
+        else:
+            yield piece
+
+
 class _Built:
     """Whether a value is a string the template builds from its own constants: it folds to one with a token of
     MIN_TOKEN letters and digits (markup aside), or it is a variable no `{% set %}` of which reads data or a keyword,
@@ -123,8 +138,9 @@ def _tool_calls(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[
     data = data_of(folding)
     built = _Built(ast, folding, data)
     seen: set[int] = set()
+    sets = assigned_of(folding)
     for out, line in _call_outputs(ast, data):
-        for piece in (p for expr in out.nodes for p in _pieces(expr)):
+        for piece in (p for expr in out.nodes for p in _expanded(expr, sets, data)):
             token = built(piece) if id(piece) not in seen else None
             seen.add(id(piece))
             if token is None:
@@ -188,7 +204,7 @@ def _text(node: nodes.Node) -> bool:
     )
 
 
-def _size_args(node: nodes.Node, folding: Folding) -> tuple[str, list[nodes.Node]] | None:
+def _size_args(node: nodes.Node, folding: Folding, tainted: dict[str, str]) -> tuple[str, list[nodes.Node]] | None:
     if isinstance(node, nodes.Filter) and node.name in _PADS and node.args:
         return f"|{node.name}", [node.args[0]]
     fmt = folding.value(node.left) if isinstance(node, nodes.Mod) else None  # `'%*s' % (n, '')`: a width given
@@ -200,25 +216,24 @@ def _size_args(node: nodes.Node, folding: Folding) -> tuple[str, list[nodes.Node
         sides = [folding.value(s) for s in (node.left, node.right)]
         if isinstance(sides[0], (str, list)) or isinstance(sides[1], (str, list)):
             return "*", [node.right if isinstance(sides[0], (str, list)) else node.left]
-        texts = [s for s in (node.left, node.right) if _written_text(s)]  # `message.content * 1000`
+        texts = [s for s in (node.left, node.right) if _written_text(s, tainted)]  # `message.content * 1000`
         if len(texts) == 1:
             return "* text", [node.right if texts[0] is node.left else node.left]
     return None
 
 
-def _written_text(node: nodes.Node) -> bool:
-    """Text someone wrote, read whole: `m.content`, `m['content'] | trim` (not its length)."""
-    while isinstance(node, nodes.Filter) and node.name in ("trim", "string", "lower", "upper") and node.node:
-        node = node.node
-    key = node.attr if isinstance(node, nodes.Getattr) else literal_value(getattr(node, "arg", None) or node)
-    return isinstance(node, (nodes.Getattr, nodes.Getitem)) and key in ("content", "text", "arguments")
+def _written_text(node: nodes.Node, tainted: dict[str, str]) -> bool:
+    """Text someone wrote, read whole: `m.content`, `(m['content'] ~ ' ') | trim` (not its length or a number)."""
+    measured = any(isinstance(f, nodes.Filter) and f.name in (*_LINEAR, "int", "float") for f in
+                   [node, *node.find_all(nodes.Filter)])  # fmt: skip
+    return _reads(node, tainted) == "content" and not measured and not list(node.find_all(nodes.Call))
 
 
 def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     data, tainted = data_of(folding), taint_of(folding)
     sets = assigned_of(folding)
     for node in ast.find_all((nodes.Filter, nodes.Call, nodes.Mul, nodes.Mod)):
-        found = _size_args(node, folding)
+        found = _size_args(node, folding, tainted)
         how, sizes = found if found else ("", [])
         for size in sizes:
             from_data = reads_data(size, data) or _reads(size, tainted) is not None
