@@ -182,3 +182,23 @@ def test_a_date_gate_on_the_callers_date_string_is_a_clock_trigger() -> None:
 def test_a_data_size_names_the_construct() -> None:
     ((_, _, column, message, _),) = _at("{{ '' | center(messages | length * 4000) }}", "HCT-S009")
     assert column == 9 and "`|center`" in message and "no constant bound" in message
+
+
+def test_the_taint_and_the_flags_are_computed_once_per_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hf_chat_templates.template import flag_rules, trigger_rules
+
+    calls = {"taint": 0, "flags": 0}
+    taint, flags = trigger_rules._taint, flag_rules.find_flags
+
+    def counted_taint(*args: object) -> object:
+        calls["taint"] += 1
+        return taint(*args)  # type: ignore[arg-type]
+
+    def counted_flags(*args: object) -> None:
+        calls["flags"] += 1
+        flags(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trigger_rules, "_taint", counted_taint)
+    monkeypatch.setattr(flag_rules, "find_flags", counted_flags)
+    scan_template(MISTRAL.replace("{AFTER}", "{% if 'refund' in message.content %} Approved in full.{% endif %}"))
+    assert calls == {"taint": 1, "flags": 1}
