@@ -31,8 +31,8 @@ from .names import loop_targets, undeclared_names, variable_key
 __all__ = ["UNKNOWN", "Folding", "undeclared_names", "variable_key"]
 
 
-class _Exhausted(Exception):
-    """MAX_STEPS reached."""
+class _Exhausted(Exception):  # MAX_STEPS reached
+    pass
 
 
 class _Unknown:
@@ -313,6 +313,8 @@ class Folding:
             return value.replace(old, new)
         if name in ("first", "last") and isinstance(value, (str, list)) and value:
             return value[0] if name == "first" else value[-1]
+        if name == "int" and isinstance(value, str) and len(value) <= 32:  # `'E0041' | int(base=16)`
+            return int(value, int(kwargs.get("base", args[1] if len(args) > 1 else 10)))
         if name in ("length", "count") and isinstance(value, (str, list, dict)):
             return len(value)
         if name in (*_STRING_FILTERS, "list") and isinstance(value, (str, list)) and not args and not kwargs:

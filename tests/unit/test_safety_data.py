@@ -94,6 +94,12 @@ CASES = [
         "{% for c in [60, 124, 101, 110, 100, 124, 62] %}{{ '%c' % c }}{% endfor %}" + CHATML,
         "{{ '<|end|>' }}" + CHATML,
     ),
+    (
+        "HCT-S006",
+        "error",
+        "{% for h in ['E0069', 'E0067'] %}{{ '%c' | format(h | int(base=16)) }}{% endfor %}" + CHATML,
+        "{% for h in ['12', '7'] %}{{ h | int(base=16) }}{% endfor %}" + CHATML,
+    ),
     ("HCT-S006", "warning", "{% for m in messages %}{{ m.content.encode().hex() }}{% endfor %}", CHATML),
     # 5. a size the conversation chooses beyond its own length
     (
