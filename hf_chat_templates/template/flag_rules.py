@@ -139,11 +139,16 @@ class Conditions:
                 continue
             where = next((w for s in sides if (w := self._position(s))), None)
             numbers = [v for v in (self.folding.value(s) for s in sides) if _count(v) and v >= MIN_POSITION]
+            # `messages | length % 3 == 0`: a rotation through three or more texts, whatever it is compared with
+            numbers += [m for s in sides if isinstance(s, nodes.Mod) and self._position(s.left)
+                        and _count(m := self.folding.value(s.right)) and m >= MIN_POSITION]  # fmt: skip
             if where and numbers:
                 return f"{where} is compared with {numbers[0]}"
         return None
 
     def _position(self, node: nodes.Node) -> str | None:
+        if isinstance(node, nodes.Mod):  # `loop.index0 % 3`
+            return self._position(node.left)
         if isinstance(node, (nodes.Add, nodes.Sub)):  # `loop.index + 1`
             return self._position(node.left) or self._position(node.right)
         if (
