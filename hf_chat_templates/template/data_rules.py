@@ -5,9 +5,10 @@ from numbers at render time. Read from the syntax tree and folded constants; not
               `"wallet": "0x' ~ tail ~ '"`, `{% if key == 'to' %}{{ vault }}{% else %}{{ value }}{% endif %}`): a
               string of the template's own (joined, sliced, decoded, folded or assembled in a loop) beside what the
               call carries, so the model is trained or served a call the conversation did not make
-    HCT-S009  a size (`|center`, `|indent`, `|wordwrap`, a repeat's count, a `range`) computed from the conversation
-              beyond its own length: multiplied, raised, read from content as a number (a warning: memory the input
-              chooses, with no constant bound)
+    HCT-S009  a size (`|center`, `|indent`, `|wordwrap`, a repeat's count, a `range`, a `'%*s'` width) computed
+              from the conversation beyond its own length: multiplied, raised, read from content as a number; content
+              repeated more than MAX_FACTOR times or by a size of its own (a warning: memory the input chooses, with
+              no constant bound)
     HCT-S006  text decoded at render time: characters looked up in a constant alphabet by a computed number, a
               number too large for any template taken apart with `//` and `%`, bytes decoded (`.decode`,
               `.fromhex`) from what does not fold (a warning: no published template does it)
@@ -96,7 +97,7 @@ class _Built:
     MIN_TOKEN letters and digits (markup aside), or it is a variable no `{% set %}` of which reads data or a keyword,
     assembled at render time from pieces that hold such a token (a loop's slices of a hex string)."""
 
-    def __init__(self, ast: nodes.Template, folding: Folding, data: frozenset[str]) -> None:
+    def __init__(self, folding: Folding, data: frozenset[str]) -> None:
         self.folding, self.data = folding, data
         self.sets = assigned_of(folding)
         self.given = given_of(folding)
@@ -136,7 +137,7 @@ def _call_outputs(ast: nodes.Template, data: frozenset[str]) -> Iterator[tuple[n
 
 def _tool_calls(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     data = data_of(folding)
-    built = _Built(ast, folding, data)
+    built = _Built(folding, data)
     seen: set[int] = set()
     sets = assigned_of(folding)
     for out, line in _call_outputs(ast, data):
