@@ -116,7 +116,8 @@ class _Built:
         if value is UNKNOWN and key in self.sets and not any(reads_data(v, self.data) for v in self.sets[key]):
             # built at render time (`{% set ns.addr = ns.addr ~ hexed[i:i+2] %}`): what its pieces fold to
             parts = [n for v in self.sets[key] for n in [v, *v.find_all((nodes.Const, nodes.Name))]]
-            value = " ".join(f for n in parts if isinstance(f := self.folding.value(n), str))
+            folded = [self.folding.value(n) for n in parts]
+            value = " ".join(str(f) for f in folded if isinstance(f, (str, int)) and not isinstance(f, bool))
             return f"`{key}`" if _TOKEN.search(_MARKS.sub(" ", value)) else None
         token = _TOKEN.search(_MARKS.sub(" ", value)) if isinstance(value, str) else None
         return token.group() if token else None
@@ -286,7 +287,7 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
         elif isinstance(node, (nodes.Mod, nodes.FloorDiv)):
             if isinstance(folding.value(node.left), str) or not _big(node.left, folding, sets):
                 continue
-            what = "a number too large for any count taken apart with `//` and `%`: a payload stored as a number"
+            what = "a number too large for any count, taken apart with `//` and `%` (a payload stored as a number)"
             needle = "%" if isinstance(node, nodes.Mod) else "//"
         elif isinstance(node.node, nodes.Getattr) and node.node.attr in CODEC_METHODS - {"encode"}:
             if folding.value(node) is not UNKNOWN:

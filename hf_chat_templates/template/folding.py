@@ -313,7 +313,7 @@ class Folding:
             return value.replace(old, new)
         if name in ("first", "last") and isinstance(value, (str, list)) and value:
             return value[0] if name == "first" else value[-1]
-        if name == "int" and isinstance(value, str) and len(value) <= 32:  # `'E0041' | int(base=16)`
+        if name == "int" and isinstance(value, str) and len(value) <= 1000:  # `'E0041' | int(base=16)`
             return int(value, int(kwargs.get("base", args[1] if len(args) > 1 else 10)))
         if name in ("length", "count") and isinstance(value, (str, list, dict)):
             return len(value)
