@@ -56,6 +56,18 @@ def addresses_in(text: str) -> Iterator[tuple[str, str]]:
             yield f"base64 text (decoding to {decoded[:80]!r})", match.group()
 
 
+# An e-mail address given as an identity to configure (`git config user.email`, "as the user.email"): the name a
+# tool signs with, not a place the model is steered to send anything (Devstral's default prompt names its scaffold's)
+_IDENTITY = re.compile(r"user\.email|git config|--author|committer|author email", re.I)
+
+
+def severity_of(text: str, what: str, address: str) -> str:
+    """'info' for an e-mail address the text gives as an identity to configure; '' (the rule's warning) else."""
+    at = text.find(address)
+    around = text[max(0, at - 40) : at + len(address) + 40] if at >= 0 else ""
+    return "info" if what == "e-mail address" and _IDENTITY.search(around) else ""
+
+
 def written_nodes(ast: nodes.Template) -> set[int]:
     """The ids of the nodes whose value the template writes or keeps to write (in `{{ }}`, raw text, a `{% set %}`),
     leaving out what is only tested (a comparison, a test, a condition, a subscript's key) or raised
@@ -101,41 +113,8 @@ def literal_addresses(ast: nodes.Template, src: Source) -> Iterator[SafetyFindin
                 row,
                 src.column(row, address),
                 f"the template writes the {what} {address!r}: a link or address the model is shown is one it "
-                "can be steered to repeat (no published chat template writes one)",
+                "can be steered to repeat (no published chat template writes one)"
+                + (", given as an identity to configure" if (level := severity_of(value, what, address)) else ""),
+                severity=level,
                 construct=address,
             )
-
-
-def _first_is_system(test: nodes.Node, folding: Any) -> str | None:
-    """'else' when `test` asks whether the first message is a system message (`messages[0]['role'] == 'system'`),
-    'body' when it asks whether it is not, else None."""
-    if not isinstance(test, nodes.Compare) or len(test.ops) != 1 or test.ops[0].op not in ("eq", "ne"):
-        return None
-    sides = [test.expr, test.ops[0].expr]
-    first = any(
-        isinstance(s, (nodes.Getattr, nodes.Getitem))
-        and (s.attr if isinstance(s, nodes.Getattr) else folding.value(s.arg)) == "role"
-        and isinstance(s.node, nodes.Getitem)
-        and folding.value(s.node.arg) == 0
-        for s in sides
-    )
-    if not first or "system" not in [folding.value(s) for s in sides]:
-        return None
-    return "else" if test.ops[0].op == "eq" else "body"
-
-
-def default_prompts(ast: nodes.Template, folding: Any) -> list[str]:
-    """The texts of the template's default system prompt: what it writes or keeps (a literal, a variable of one)
-    only when the conversation does not begin with a system message. Any system message the caller gives
-    replaces them."""
-    texts: list[str] = []
-    for node in ast.find_all(nodes.If):
-        branch = _first_is_system(node.test, folding)
-        if branch is None:
-            continue
-        for stmt in node.else_ if branch == "else" else node.body:
-            for sub in [stmt, *stmt.find_all((nodes.Const, nodes.TemplateData, nodes.Name))]:
-                value = folding.value(sub) if isinstance(sub, (nodes.Name, nodes.Const, nodes.TemplateData)) else None
-                if isinstance(value, str) and value.strip():
-                    texts.append(value)
-    return texts

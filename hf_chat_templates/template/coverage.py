@@ -19,7 +19,7 @@ import jinja2.nodes as nodes
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names
 from .syntax import parse_environment
-from .trigger_rules import _reads, _taint
+from .trigger_rules import _reads, taint_of
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LITERALS = 24  # branch literals tried, one conversation each
@@ -66,7 +66,7 @@ class Case:
 def _literals(ast: nodes.Template, folding: Folding) -> tuple[list[str], list[str]]:
     """(roles, content literals): the strings the template compares a role with, and those it compares or tests
     message content with."""
-    tainted = _taint(ast)
+    tainted = taint_of(folding)
     roles: list[str] = []
     content: list[str] = []
     for node in ast.find_all(nodes.Compare):

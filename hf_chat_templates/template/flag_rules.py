@@ -28,8 +28,8 @@ import jinja2.nodes as nodes
 
 from .folded_rules import _folded_trigger, _reads_content
 from .folding import UNKNOWN, Folding, variable_key
-from .safety_findings import SafetyFinding, Source, literal_value, markup, prose, short
-from .trigger_rules import _gated_literals, _part_type, _prose_line, _taint, _trigger
+from .safety_findings import SafetyFinding, Source, literal_value, markup, prose
+from .trigger_rules import TOLD, _gated_literals, _part_type, _trigger, taint_of, trigger_finding
 
 MAX_FLAG_STEPS = 6  # flag -> flag -> ... followed this far
 MIN_POSITION = 3  # `messages | length > 2` is a template's own shape; past that, a gate on how long the chat is
@@ -58,8 +58,12 @@ class Conditions:
 
     def __init__(self, ast: nodes.Template, folding: Folding) -> None:
         self.folding = folding
-        self.tainted = _taint(ast)
-        self.loops = _constant_loops(ast, folding)
+        self.tainted = taint_of(folding)
+        self.loops = {
+            loop.target.name: values
+            for loop in ast.find_all(nodes.For)
+            if isinstance(loop.target, nodes.Name) and isinstance(values := folding.loop_values(loop), list)
+        }
         self.counters = _counters(ast)
         self.positions: set[str] = set()  # `{% set ns.turn = loop.index %}`: a position kept
         assigns = [(variable_key(a.target), a.node) for a in ast.find_all(nodes.Assign)]
@@ -81,7 +85,7 @@ class Conditions:
 
     def content_test(self, test: nodes.Node) -> str | None:
         """How `test` tests message content against words or a size, or None."""
-        for node in (test, *test.find_all((nodes.Compare, nodes.Call, nodes.Test))):
+        for node in (test, *test.find_all((nodes.Compare, nodes.Call, nodes.Test, nodes.Filter))):
             found = self._one(node)
             if found:
                 return found
@@ -117,6 +121,11 @@ class Conditions:
         elif isinstance(node, nodes.Test) and node.name in _TEXT_TESTS and node.args:
             said = self.words(node.args[0]) if self._content(node.node) else []
             return f"is {node.name} {said[0]!r}" if said else None
+        elif isinstance(node, nodes.Filter) and node.name in ("select", "reject") and len(node.args) >= 2:
+            # `content.split() | select('in', ['urgent', 'refund'])`: the words of content tested one by one
+            test = self.folding.value(node.args[0])
+            said = self.words(node.args[1]) if test in _TEXT_TESTS and node.node and self._content(node.node) else []
+            return f"has a word {test} {said[:3]!r}" if said else None
         return None
 
     def position_test(self, test: nodes.Node) -> str | None:
@@ -130,11 +139,16 @@ class Conditions:
                 continue
             where = next((w for s in sides if (w := self._position(s))), None)
             numbers = [v for v in (self.folding.value(s) for s in sides) if _count(v) and v >= MIN_POSITION]
+            # `messages | length % 3 == 0`: a rotation through three or more texts, whatever it is compared with
+            numbers += [m for s in sides if isinstance(s, nodes.Mod) and self._position(s.left)
+                        and _count(m := self.folding.value(s.right)) and m >= MIN_POSITION]  # fmt: skip
             if where and numbers:
                 return f"{where} is compared with {numbers[0]}"
         return None
 
     def _position(self, node: nodes.Node) -> str | None:
+        if isinstance(node, nodes.Mod):  # `loop.index0 % 3`
+            return self._position(node.left)
         if isinstance(node, (nodes.Add, nodes.Sub)):  # `loop.index + 1`
             return self._position(node.left) or self._position(node.right)
         if (
@@ -184,16 +198,6 @@ def _measures(node: nodes.Node) -> bool:
     """`content | length`, `content | wordcount`, `len(content)`: a size, not the text."""
     sized = any(isinstance(f, nodes.Filter) and f.name in _SIZES for f in (node, *node.find_all(nodes.Filter)))
     return sized or any(getattr(c.node, "name", None) == "len" for c in node.find_all(nodes.Call))
-
-
-def _constant_loops(ast: nodes.Template, folding: Folding) -> dict[str, list[Any]]:
-    """Loop variables over constant lists (`{% for k in ['pi' ~ 'p ', 'sudo'] %}`) and the lists."""
-    loops: dict[str, list[Any]] = {}
-    for loop in ast.find_all(nodes.For):
-        value = folding.value(loop.iter)
-        if isinstance(loop.target, nodes.Name) and isinstance(value, list):
-            loops[loop.target.name] = value
-    return loops
 
 
 def _counters(ast: nodes.Template) -> set[str]:
@@ -314,10 +318,17 @@ def _choices(node: nodes.CondExpr, folding: Folding, words: int) -> Iterator[tup
                 yield branch, value  # type: ignore[misc]
 
 
+def conditions_of(folding: Folding) -> Conditions:
+    """The template's `Conditions` with its flags found, computed once per scan."""
+    if "conditions" not in folding.cache:
+        cond = folding.cache["conditions"] = Conditions(folding.ast, folding)
+        find_flags(folding.ast, cond)
+    return folding.cache["conditions"]
+
+
 def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008 for text gated on a flag or a position (text gated on content itself is `trigger_rules`')."""
-    cond = Conditions(ast, folding)
-    find_flags(ast, cond)
+    cond = conditions_of(folding)
     node: Any
     for node in ast.find_all((nodes.If, nodes.CondExpr, nodes.For)):
         if node.test is None:
@@ -340,24 +351,14 @@ def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
 
 
 def _finding(src: Source, node: nodes.Node, gate: Gate, expr: nodes.Node, value: str) -> SafetyFinding:
-    line, needle = _prose_line(expr.lineno, value)
-    literal = isinstance(expr, (nodes.Const, nodes.TemplateData))
-    if isinstance(expr, nodes.Name):  # `{% set system_message = system_message ~ note %}`: at `note`
-        column = src.column(expr.lineno, expr.name)
-    elif literal or expr.lineno == line:
-        column = src.column(line, needle[:30])
-    else:
-        column = src.column(expr.lineno, "{{")
+    column = src.column(expr.lineno, expr.name) if isinstance(expr, nodes.Name) else None  # `x = x ~ note`: at `note`
     if gate.kind == "content":
-        where = "the model is told something on a trigger the conversation does not show"
+        where = TOLD
     else:
         where = "the model is told something only once the conversation is long, which a short test never shows"
-    return SafetyFinding(
-        "HCT-S008",
-        line,
-        column,
-        f"the text {short(needle)} is written only when {gate.said} (condition at line {node.lineno}): {where}",
-        severity="error" if gate.kind == "content" else "warning",
-        construct=f"{gate.kind}:{gate.what}:{value.strip()[:80]}",
-        detail={"trigger": gate.kind, "condition_line": node.lineno},
+    construct = f"{gate.kind}:{gate.what}:{value.strip()[:80]}"
+    severity = "error" if gate.kind == "content" else "warning"
+    how = f"written only when {gate.said}"
+    return trigger_finding(
+        src, expr, value, how, node.lineno, construct, gate.kind, column=column, severity=severity, consequence=where
     )

@@ -5,7 +5,6 @@
               (`cycler`, `joiner`, `namespace`, `lipsum`, `range`, `loop`, `self`, a function, a macro)
     HCT-S008  a trigger folded from literals (`('in' ~ 'voice') in message.content`, `content in ['a', 'b']`), and
               text a trigger writes through a variable, a macro or a filter
-    HCT-S012  prose joined to message content through a variable or a filter
     HCT-S006, S007, S014 on the folded strings: hidden characters, look-alike tokens, addresses
 
 Nothing is rendered. A finding here has the construct of the same finding on a literal where there is one."""
@@ -18,11 +17,11 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .addresses import addresses_in, written_nodes
+from .addresses import addresses_in, severity_of, written_nodes
 from .folding import MAX_STEPS, UNKNOWN, Folding
 from .hidden_text import hidden_unicode, homoglyph_tokens
-from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
-from .trigger_rules import CONTENT_KEYS, _gated_literals, _part_type, _prose_line, _reads, _taint, _trigger
+from .safety_findings import SafetyFinding, Source, literal_value, markup, prose, short
+from .trigger_rules import CONTENT_KEYS, _gated_literals, _part_type, _reads, _trigger, taint_of, trigger_finding
 
 # What the sandbox guards with `is_safe_attribute`: a subscript with a name it does not know reaches attributes.
 GUARDED_GLOBALS = frozenset(
@@ -46,7 +45,6 @@ def unsafe_name(name: str) -> bool:
 def folded_findings(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     yield from _computed_access(ast, src, folding)
     yield from _folded_triggers(ast, src, folding)
-    yield from _folded_splices(ast, src, folding)
     yield from _folded_text(ast, src, folding)
     if folding.exhausted:
         yield SafetyFinding(
@@ -292,7 +290,7 @@ def _conditional_text(node: nodes.CondExpr, folding: Folding) -> Iterator[tuple[
 
 
 def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    tainted = _taint(ast)
+    tainted = taint_of(folding)
     node: Any
     for node in ast.find_all((nodes.If, nodes.CondExpr)):
         # `trigger_rules.triggers` reads an `{% if %}`'s literals; an inline `a if test else b` is read here whole
@@ -308,40 +306,11 @@ def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             outputs = list(_gated_outputs(branch, folding))
             inside = {id(n) for expr, _ in outputs for n in expr.find_all((nodes.Const, nodes.TemplateData))}
             gated = [] if literal else [(n, literal_value(n)) for n in _gated_literals(branch) if id(n) not in inside]
+        said = {"content": f"when message content {trigger}", "clock": f"when the clock is compared with {trigger}"}
         for expr, value in [*gated, *outputs]:
-            said = {"content": f"when message content {trigger}", "clock": f"when the clock is compared with {trigger}"}
-            when = said.get(kind, f"on {trigger}")
-            line, needle = _prose_line(expr.lineno, value)
-            yield SafetyFinding(
-                "HCT-S008",
-                line,
-                src.column(line, needle[:30]) if expr.lineno == line else src.column(expr.lineno, "{{"),
-                f"the text {short(needle)} is written only {when} (condition at line {node.lineno}): "
-                "the model is told something on a trigger the conversation does not show",
-                construct=f"{kind}:{trigger}:{value.strip()[:80]}",
-                detail={"trigger": kind},
-            )
-
-
-# ---- HCT-S012: prose joined to content through a variable --------------------------------------------------------
-def _folded_splices(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    node: Any
-    for node in ast.find_all((nodes.Add, nodes.Concat)):
-        parts = node.nodes if isinstance(node, nodes.Concat) else [node.left, node.right]
-        reads = [i for i, p in enumerate(parts) if _reads(p, {}) == "content"]
-        for part in parts[reads[0] + 1 :] if reads else ():
-            if const_string(part) is not None:
-                continue  # a literal: `trigger_rules.spliced` reads it
-            value = folding.value(part)
-            if isinstance(value, str) and prose(value, words=3):
-                yield SafetyFinding(
-                    "HCT-S012",
-                    node.lineno,
-                    src.column(node.lineno, "~" if isinstance(node, nodes.Concat) else "+"),
-                    f"the text {short(value.strip())} (folded from literals) is appended to message content: the "
-                    "model reads it as part of what the speaker wrote",
-                    construct=value.strip()[:80],
-                )
+            how = f"written only {said.get(kind, f'on {trigger}')}"
+            construct = f"{kind}:{trigger}:{value.strip()[:80]}"
+            yield trigger_finding(src, expr, value, how, node.lineno, construct, kind)
 
 
 # ---- HCT-S006, S007, S014 on folded strings ----------------------------------------------------------------------
@@ -363,6 +332,7 @@ def _folded_text(ast: nodes.Template, src: Source, folding: Folding) -> Iterator
                     column,
                     f"the template writes the {what} {address!r} (folded from literals, in {short(value, 50)}): "
                     "a link or address the model is shown is one it can be steered to repeat",
+                    severity=severity_of(value, what, address),
                     construct=address,
                 )
     # Look-alike tokens: the folded strings read beside the template's own text, so a twin is found across them.

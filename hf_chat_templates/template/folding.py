@@ -26,11 +26,13 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-__all__ = ["UNKNOWN", "Folding", "undeclared_names"]
+from .names import loop_targets, undeclared_names, variable_key
+
+__all__ = ["UNKNOWN", "Folding", "undeclared_names", "variable_key"]
 
 
-class _Exhausted(Exception):
-    """MAX_STEPS reached."""
+class _Exhausted(Exception):  # MAX_STEPS reached
+    pass
 
 
 class _Unknown:
@@ -64,8 +66,27 @@ _STRING_FILTERS: dict[str, Callable[[str], str]] = {
 _STRING_METHODS = frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "title", "capitalize", "replace"})
 
 
+# Methods that turn text into bytes and back (`'e2808b'.encode().fromhex('e2808b').decode()`): folded with the
+# codecs below, so that characters decoded at render time are read as the ones a literal would spell
+CODEC_METHODS = frozenset({"encode", "decode", "fromhex", "hex"})
+_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "unicode_escape", "raw_unicode_escape", "utf-16"})
+
+
+def _codec(base: str | bytes, method: str, args: list[Any]) -> Any:
+    codec = str(args[0] if args else "utf-8")
+    if len(args) > 1 or (method in ("encode", "decode") and codec.lower() not in _CODECS):
+        return UNKNOWN
+    if method == "encode" and isinstance(base, str):
+        return base.encode(codec)
+    if method == "decode" and isinstance(base, bytes):
+        return base.decode(codec)
+    if method == "fromhex" and len(args) == 1 and isinstance(args[0], str):
+        return bytes.fromhex(args[0])
+    return base.hex() if method == "hex" and isinstance(base, bytes) and not args else UNKNOWN
+
+
 def _small(value: Any) -> bool:
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes)):
         return len(value) <= MAX_CHARS
     if isinstance(value, (list, tuple, dict)):
         items = list(value.values() if isinstance(value, dict) else value)
@@ -128,6 +149,8 @@ class Folding:
         self._sequences: dict[str, list[Any]] = {}
         self._walked: list[tuple[nodes.Node, dict[str, Any]]] | None = None
         self._strings: list[tuple[nodes.Node, str]] | None = None
+        self._loops: dict[int, range | list[Any] | None] = {}
+        self.cache: dict[str, Any] = {}  # what the rules compute once per template (`trigger_rules.taint_of`)
         self.constants = self._constants()
         self._memo = {}
 
@@ -142,7 +165,7 @@ class Folding:
         %}` block without a filter), and that nothing else binds (a loop target, a macro's argument, a tuple target),
         to a fixed point (`{% set b = a ~ 'x' %}` after `a`)."""
         loops: list[Any] = [*self.ast.find_all(nodes.For), *self.ast.find_all(nodes.Macro)]
-        bound = {n.name for t in loops for n in _targets(t)}
+        bound = {n.name for t in loops for n in loop_targets(t)}
         sets: list[Any] = [*self.ast.find_all(nodes.Assign), *self.ast.find_all(nodes.AssignBlock)]
         bound |= {n.name for a in sets if not isinstance(a.target, nodes.Name) for n in a.target.find_all(nodes.Name)}
         bound |= {getattr(a.target, "name", "") for a in sets if isinstance(a, nodes.AssignBlock) and a.filter}
@@ -290,6 +313,8 @@ class Folding:
             return value.replace(old, new)
         if name in ("first", "last") and isinstance(value, (str, list)) and value:
             return value[0] if name == "first" else value[-1]
+        if name == "int" and isinstance(value, str) and len(value) <= 1000:  # `'E0041' | int(base=16)`
+            return int(value, int(kwargs.get("base", args[1] if len(args) > 1 else 10)))
         if name in ("length", "count") and isinstance(value, (str, list, dict)):
             return len(value)
         if name in (*_STRING_FILTERS, "list") and isinstance(value, (str, list)) and not args and not kwargs:
@@ -309,6 +334,8 @@ class Folding:
         if not isinstance(callee, nodes.Getattr):
             return UNKNOWN
         base = self._value(callee.node, scope)
+        if isinstance(base, (str, bytes)) and callee.attr in CODEC_METHODS and not kwargs:
+            return _codec(base, callee.attr, args)
         if not isinstance(base, str) or kwargs:
             return UNKNOWN
         if callee.attr in _STRING_METHODS and all(isinstance(a, str) for a in args):
@@ -367,6 +394,21 @@ class Folding:
             if sum(map(len, out)) > MAX_CHARS:
                 return UNKNOWN
         return "".join(out)
+
+    def loop_values(self, loop: nodes.For) -> range | list[Any] | None:
+        """The values a loop over a constant range (`range(0xE0020, 0xE007F)`, as a `range`) or a constant list or
+        string (as a list) gives its variable, or None (a loop over the conversation or a keyword)."""
+        if id(loop) not in self._loops:
+            it = loop.iter
+            found: range | list[Any] | None = None
+            if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range" and 0 < len(it.args) <= 3:
+                bounds = [self.value(a) for a in it.args]
+                if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds) and 0 not in bounds[2:]:
+                    found = range(*bounds)
+            elif isinstance(value := self.value(it), (list, str)):
+                found = list(value)
+            self._loops[id(loop)] = found
+        return self._loops[id(loop)]
 
     # ---- every string ------------------------------------------------------------------------------------------
     def strings(self) -> Iterator[tuple[nodes.Node, str]]:
@@ -450,33 +492,3 @@ class Folding:
                         yield from self._visit(stmt, inner)
                 return
         yield from self._scoped(node, scope)
-
-
-def _targets(node: nodes.For | nodes.Macro) -> Iterator[nodes.Name]:
-    if isinstance(node, nodes.For):
-        yield from node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else [node.target]
-    else:
-        yield from node.args
-
-
-def undeclared_names(ast: nodes.Template) -> set[str]:
-    """The names the template reads that nothing in it binds (the keywords and globals it expects), read from the
-    tree alone. `jinja2.meta.find_undeclared_variables` runs jinja2's compiler, which computes constant outputs
-    (`{{ 'x' | center(10**9) }}` builds a gigabyte) and rewrites the tree it is given."""
-    loaded = {n.name for n in ast.find_all(nodes.Name) if n.ctx == "load"}
-    bound = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
-    bound |= {m.name for m in ast.find_all(nodes.Macro)}
-    bound |= {i.target for i in ast.find_all(nodes.Import)}
-    bound |= {n if isinstance(n, str) else n[1] for f in ast.find_all(nodes.FromImport) for n in f.names}
-    return loaded - bound - {"loop", "caller", "varargs", "kwargs"}
-
-
-def variable_key(node: nodes.Node) -> str | None:
-    """`x` for a name, `ns.attr` for a namespace attribute read or set; None for anything else."""
-    if isinstance(node, nodes.Name):
-        return node.name
-    if isinstance(node, nodes.NSRef):
-        return f"{node.name}.{node.attr}"
-    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
-        return f"{node.node.name}.{node.attr}"
-    return None

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import UNKNOWN, Folding, variable_key
+from .folding import Folding, variable_key
 from .safety_findings import SafetyFinding, Source
 
 MAX_GROWTH = 100_000  # times its size a variable may grow in one render (as `MAX_REPEAT_CHARS` for a repeat)
@@ -84,17 +84,11 @@ def _sized_by(node: nodes.Node, key: str) -> bool:
 
 def _steps(loop: nodes.For, folding: Folding) -> float:
     """The iterations of a loop over a constant range or list; inf for one over the conversation or a keyword."""
-    it = loop.iter
-    if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range":
-        values = [folding.value(a) for a in it.args]
-        if values and len(values) <= 3 and all(isinstance(v, int) for v in values) and 0 not in values[2:]:
-            try:
-                return float(len(range(*values)))
-            except OverflowError:  # `range(10**400)`: `safety._work` names it
-                return math.inf
+    values = folding.loop_values(loop)
+    try:
+        return math.inf if values is None else float(len(values))
+    except OverflowError:  # `range(2**64)`: `safety._work` names it
         return math.inf
-    value = folding.value(it)
-    return float(len(value)) if value is not UNKNOWN and hasattr(value, "__len__") else math.inf
 
 
 def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
@@ -252,15 +246,12 @@ def _loop_bounds(ast: nodes.Template, folding: Folding) -> dict[str, float]:
     for loop in ast.find_all(nodes.For):
         if not isinstance(loop.target, nodes.Name):
             continue
-        it = loop.iter
-        if isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range" and it.args:
-            values = [folding.value(a) for a in it.args]
-            if all(isinstance(v, int) and v.bit_length() < 1000 for v in values) and len(values) <= 3:
-                bounds[loop.target.name] = float(max(values[0] - 1, 0) if len(values) == 1 else max(values[:2]))
-            continue
-        value = folding.value(it)
-        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            bounds[loop.target.name] = float(max(value))
+        values = folding.loop_values(loop)
+        if isinstance(values, range):
+            largest = max(values.start, values.stop - 1, 0)
+            bounds[loop.target.name] = float(largest) if largest.bit_length() < 1000 else math.inf
+        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            bounds[loop.target.name] = float(max(values))
     return bounds
 
 

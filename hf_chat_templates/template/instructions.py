@@ -16,7 +16,10 @@ from .safety_findings import SafetyFinding, Source, literal_value, short
 
 _HIDE = (
     r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?"
-    r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|repeat|explain)"
+    r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|explain"
+    # `repeat` hides only what the template says (`do not repeat these instructions`); "Do not repeat information
+    # that can be easily inferred from the code" (Devstral's default prompt) is about style
+    r"|repeat(?=\s+(?:\w+\s+){0,2}?(?:instructions?|prompt|rules?|messages?|note|secret|password|this|these|it)\b))"
     # the template's own format is no secret: `do not tell the user about function calls` (Qwen3-Coder)
     r"(?!\s+(?:the\s+user\s+)?(?:about\s+)?(?:the\s+|any\s+)?(?:function|tool)[ _-]?calls?\b)"
 )

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 import jinja2.nodes as nodes
 
 from .analysis import STANDARD_VARIABLES
-from .folding import Folding, undeclared_names
+from .flag_rules import conditions_of
+from .folding import Folding
 from .safety_findings import SafetyFinding, Source, literal_value, prose, short
-from .trigger_rules import _taint, _trigger
+from .trigger_rules import _trigger, given_of, taint_of
 
 Piece = tuple[nodes.Node, str, bool]
 _MARKS = re.compile(
@@ -84,6 +85,47 @@ def _in_turn(ast: nodes.Template) -> list[nodes.If]:
     return branches + [b for m in macros for b in m.find_all(nodes.If)]
 
 
+# What ends the user's turn and opens the assistant's: text written after it at the prompt's end is the answer's start
+_OPENS_ANSWER = re.compile(
+    r"(?:\[/INST\]|<\|im_start\|>assistant|<\|assistant\|>|<start_of_turn>model|assistant<\|end_header_id\|>"
+    r"|<\|Assistant\|>|<｜Assistant｜>|Assistant:)\s*$"
+)
+
+
+def _closes_user_turn(stmt: nodes.Node, folding: Folding) -> bool:
+    """Whether a statement writes, at its end or at the end of one of its outputs, the mark that opens the assistant's
+    turn (`[/INST]`, `<|im_start|>assistant`)."""
+    for out in [stmt] if isinstance(stmt, nodes.Output) else list(stmt.find_all(nodes.Output)):
+        for expr in out.nodes:
+            value = literal_value(expr) if isinstance(expr, (nodes.Const, nodes.TemplateData)) else None
+            parts = [expr, *expr.find_all(nodes.Const)] if value is None else []
+            texts = [value] if value is not None else [literal_value(p) for p in parts if isinstance(p, nodes.Const)]
+            if any(isinstance(t, str) and _OPENS_ANSWER.search(t) for t in texts):
+                return True
+    return False
+
+
+def _after_close(ast: nodes.Template, folding: Folding) -> list[nodes.If]:
+    """The branches written right after the mark that opens the assistant's turn: a later `{% if %}` beside an output
+    that ends with `[/INST]` (Mistral's prompt ends there: no generation prompt), or after a loop that writes one in
+    a template with no `add_generation_prompt`."""
+    prompts = "add_generation_prompt" in {n.name for n in ast.find_all(nodes.Name)}
+    found: list[nodes.If] = []
+    bodies = [ast.body, *(b for n in ast.find_all((nodes.If, nodes.For, nodes.Macro)) for b in _bodies(n))]
+    for body in bodies:
+        opened = False
+        for stmt in body:
+            if opened and isinstance(stmt, nodes.If):
+                found += [stmt, *stmt.find_all(nodes.If)]
+            direct = isinstance(stmt, nodes.Output) or (isinstance(stmt, nodes.For) and not prompts)
+            opened = (opened and not isinstance(stmt, nodes.Output)) or (direct and _closes_user_turn(stmt, folding))
+    return found
+
+
+def _bodies(node: nodes.Node) -> list[list[nodes.Node]]:
+    return [getattr(node, "body", []), getattr(node, "else_", [])]
+
+
 def _inner_trigger(
     node: nodes.If, folding: Folding, keywords: set[str], tainted: dict[str, str]
 ) -> tuple[str, str] | None:
@@ -98,7 +140,8 @@ def _inner_trigger(
 
 def _said(trigger: tuple[str, str]) -> str:
     kind, what = trigger
-    return f"message content {what}" if kind == "content" else f"the clock is compared with {what}"
+    said = {"content": f"message content {what}", "clock": f"the clock is compared with {what}"}
+    return said.get(kind, what)
 
 
 def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
@@ -109,11 +152,15 @@ def prefills(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
     defaulted = {
         t.node.name for t in ast.find_all(nodes.Test) if t.name == "defined" and isinstance(t.node, nodes.Name)
     }
-    keywords = (undeclared_names(ast) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
-    tainted = _taint(ast)
-    after = _in_turn(ast)
+    keywords = (given_of(folding) | defaulted) - STANDARD_VARIABLES  # `{% if x is not defined %}{% set x = … %}`
+    tainted = taint_of(folding)
+    after = _in_turn(ast) + _after_close(ast, folding)
+    cond = conditions_of(folding)
     for node in ast.find_all(nodes.If):
         trigger = _trigger(node.test, tainted)
+        gate = cond.gate(node.test) if trigger is None else None
+        if gate is not None and gate.kind == "content":  # a flag set from content, words tested one by one
+            trigger = ("flag", gate.said)
         asked_for = _asks_generation(node.test)
         if not asked_for and trigger is None:
             continue

@@ -22,9 +22,9 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import UNKNOWN, Folding, undeclared_names
+from .folding import UNKNOWN, Folding
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
-from .trigger_rules import _reads, _taint
+from .trigger_rules import _reads, given_of, taint_of
 
 _MARKUP = re.compile(r"<[^<>]{1,62}>|\[[^\[\]]{1,62}\]")
 
@@ -42,6 +42,8 @@ DATA_KEYS = frozenset({"content", "text", "arguments", "reasoning_content", "thi
 def _reads_data(node: nodes.Node, tainted: dict[str, str]) -> bool:
     if _reads(node, tainted) == "content":
         return True
+    if any(n.name in ("tools", "documents") for n in [node, *node.find_all(nodes.Name)] if isinstance(n, nodes.Name)):
+        return True  # the tools' or documents' JSON: what the caller gave, as the model reads it
     for sub in (node, *node.find_all((nodes.Getattr, nodes.Getitem))):
         key = sub.attr if isinstance(sub, nodes.Getattr) else getattr(getattr(sub, "arg", None), "value", None)
         if key in DATA_KEYS:
@@ -130,9 +132,9 @@ def _writes(branches: list[Any], reads: list[bool]) -> bool:
 
 
 def rewrites(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    tainted = _taint(ast)
+    tainted = taint_of(folding)
     yield from _swaps(ast, src, tainted)
-    given = undeclared_names(ast)
+    given = given_of(folding)
     for node, scope in folding.walk():
         found = _replacement(node, tainted)
         if found is not None:
@@ -163,6 +165,16 @@ def _rewrite(
             "becomes text no reader of the template can see, so the model is trained or served words the "
             "conversation did not have",
             construct=f"{old}\0<computed>"[:120],
+        )
+        return
+    if old is UNKNOWN and isinstance(new, str) and _new_words("", new):  # `replace(args.to, vault)`: a value swapped
+        yield SafetyFinding(
+            "HCT-S015",
+            node.lineno,
+            column,
+            f"{how} rewrites what a message carries: a value read from it becomes {new!r}, so the model is trained "
+            "or served words the conversation did not have",
+            construct=f"<data>\0{new}"[:120],
         )
         return
     if not (isinstance(old, str) and isinstance(new, str)) or not _new_words(old, new):

@@ -12,19 +12,23 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S004  another template or file read: `{% include %}`, `{% import %}`, `{% extends %}`
     HCT-S005  a name transformers never passes that reads like Python or the process environment (`os`, `environ`)
     HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block), or characters
-              made from numbers at render time (`'%c' | format(n)`, `selection_rules`)
+              made from numbers at render time (`'%c' | format(n)`, `selection_rules`), text decoded at render time
+              (an alphabet indexed by a computed number, a payload stored as a number, bytes: `data_rules`)
     HCT-S007  a look-alike of a control token (Unicode's confusables): an imitating letter among ASCII ones, or two
               tokens that look alike
     HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock,
               or once a flag set that way (or the conversation's length) says so, or chosen by an index read from
-              content or the clock (`[note, ''][cond]`, `selection_rules`)
-    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition
+              content or the clock (`[note, ''][cond]`, `selection_rules`), or (a warning) by anything else of the
+              conversation (`banners[messages | length % 3]`)
+    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition, a size
+              computed from the conversation beyond its own length (a warning, `data_rules`)
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
     HCT-S012  prose joined to message content in one expression: words the model reads as the speaker's
     HCT-S013  an attribute read by a name computed at render time (`folded_rules`)
     HCT-S014  a URL, domain or e-mail address in text the template writes (`addresses`)
-    HCT-S015  message content rewritten: a replacement that brings words the speaker did not write (`rewrite_rules`)
+    HCT-S015  message content rewritten: a replacement that brings words the speaker did not write (`rewrite_rules`);
+              a tool call written with a value the template builds, a wallet or an account (`data_rules`)
     HCT-S016  a prefilled answer: prose inside the assistant's turn at the generation prompt (`prefill_rules`)
 
 HCT-S008 follows a trigger kept in a flag and text gated on the conversation's length (`flag_rules`); HCT-S009
@@ -46,7 +50,8 @@ from typing import Any
 import jinja2
 import jinja2.nodes as nodes
 
-from .addresses import default_prompts, literal_addresses
+from .addresses import literal_addresses
+from .data_rules import data_findings
 from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
@@ -86,12 +91,13 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
         check_template_syntax(text, f"the {name} template")
         raise AssertionError("unreachable") from err
     found: list[SafetyFinding] = []
-    scans = [_escapes, _globals_and_files, _environment_names, triggers, spliced, _work, _nested_work, _sizes]
-    scans.append(literal_addresses)
-    for rule_scan in scans:
+    for rule_scan in (_escapes, _globals_and_files, _environment_names, _work, _sizes, literal_addresses):
         found += rule_scan(ast, src)
     # The same rules on what the template computes from literals (`['__cla', 'ss__'] | join`), never rendered
     folding = Folding(ast)
+    found += triggers(ast, src, folding)
+    found += spliced(ast, src, folding)
+    found += _nested_work(ast, src, folding)
     found += _format_strings(ast, src, folding)
     found += folded_findings(ast, src, folding)
     found += flagged(ast, src, folding)
@@ -101,33 +107,17 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += rewrites(ast, src, folding)
     found += selections(ast, src, folding)
     found += characters(ast, src, folding)
+    found += data_findings(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
-    found = _defaults_demoted(found, default_prompts(ast, folding))
     # An instruction already named as gated on a trigger or joined to content is not named twice
     named = [f.construct for f in found if f.rule in ("HCT-S008", "HCT-S012")]
     found = [f for f in found if f.rule != "HCT-S011" or not any(f.construct[:60] in c for c in named)]
     unique = {(f.rule, f.line, f.column, f.construct): f for f in found}
     ordered = sorted(unique.values(), key=lambda f: (f.line, f.column, f.rule))
     return tuple(SafetyFinding(**{**_fields(f), "template": name}) for f in ordered)
-
-
-def _defaults_demoted(found: list[SafetyFinding], defaults: list[str]) -> list[SafetyFinding]:
-    """An instruction or address in the template's default system prompt is info: it is written only when the
-    conversation has no system message, any system message replaces it, and it is there for a reader to judge
-    (Devstral's names its scaffold's address and tells the model how to work)."""
-    note = (
-        " (in the template's default system prompt, written only when the conversation has no system message; "
-        "any system message the caller gives replaces it)"
-    )
-    return [
-        SafetyFinding(**{**_fields(f), "severity": "info", "message": f.message + note})
-        if f.rule in ("HCT-S011", "HCT-S014") and any(f.construct[:60] in text for text in defaults)
-        else f
-        for f in found
-    ]
 
 
 def _fields(f: SafetyFinding) -> dict[str, Any]:
@@ -349,9 +339,18 @@ def _work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
             )
 
 
-def _range_size(node: nodes.Node) -> float:
-    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name == "range":
-        return _range_count(node.args)
+def _range_size(loop: nodes.For, folding: Folding) -> float:
+    """How many times a loop over a constant range runs (`Folding.loop_values`; a bound too large to fold is read
+    by `const_int`), 0 for any other loop."""
+    values = folding.loop_values(loop)
+    if isinstance(values, range):
+        try:
+            return float(len(values))
+        except OverflowError:
+            return math.inf
+    it = loop.iter
+    if isinstance(it, nodes.Call) and isinstance(it.node, nodes.Name) and it.node.name == "range":
+        return _range_count(it.args)
     return 0.0
 
 
@@ -365,14 +364,14 @@ def _range_count(args: list[nodes.Expr]) -> float:
     return max(known, default=0.0)
 
 
-def _nested_work(ast: nodes.Template, src: Source) -> Iterator[SafetyFinding]:
+def _nested_work(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """Loops over constant ranges inside one another (each under MAX_RANGE, their product not), and a filter
     that pads to a constant width (`'x' | center(10**9)`)."""
 
     def walk(node: nodes.Node, steps: float) -> Iterator[SafetyFinding]:
         for child in node.iter_child_nodes():
             inner = steps
-            if isinstance(child, nodes.For) and (size := _range_size(child.iter)):
+            if isinstance(child, nodes.For) and (size := _range_size(child, folding)):
                 inner = steps * size
                 if inner > MAX_NESTED_STEPS and steps > 1 and size <= MAX_RANGE:
                     yield SafetyFinding(

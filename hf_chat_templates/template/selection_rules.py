@@ -20,8 +20,8 @@ import jinja2.nodes as nodes
 
 from .folding import UNKNOWN, Folding
 from .hidden_text import _kind
-from .safety_findings import SafetyFinding, Source, literal_value, prose, short
-from .trigger_rules import _reads, _taint
+from .safety_findings import SafetyFinding, Source, literal_value, prose
+from .trigger_rules import TOLD, _reads, assigned_of, data_of, reads_data, taint_of, trigger_finding
 
 _CHOOSERS = frozenset({"select", "reject", "selectattr", "rejectattr"})
 _PERCENT_C = re.compile(r"%[-+ #0]*\d*c")
@@ -83,6 +83,38 @@ def _selection(node: nodes.Node) -> tuple[nodes.Node, list[nodes.Node], str] | N
     return None
 
 
+def _keyed(index: nodes.Node, folding: Folding) -> bool:
+    """Whether an index (or a variable it reads, set once) compares the conversation with a word: `[note,
+    ''][hit]` where `hit` selected the tools named 'transfer_funds'."""
+    sets = assigned_of(folding)
+    names = [n.name for n in [index, *index.find_all(nodes.Name)] if isinstance(n, nodes.Name)]
+    for expr in [index, *(v for n in names for v in sets.get(n, [])[:1])]:
+        for node in [expr, *expr.find_all((nodes.Compare, nodes.Test, nodes.Filter))]:
+            if isinstance(node, nodes.Compare):
+                args: list[nodes.Node] = [node.expr, *(op.expr for op in node.ops)]
+            elif isinstance(node, nodes.Test) or (isinstance(node, nodes.Filter) and node.name in _CHOOSERS):
+                args = list(node.args)
+            else:
+                continue
+            if any(isinstance(v := folding.value(a), str) and re.fullmatch(r"[A-Za-z_][\w.-]{2,}", v) and v not in
+                   _TEST_NAMES for a in args):  # fmt: skip
+                return True
+    return False
+
+
+_TEST_NAMES = frozenset({"equalto", "sameas", "defined", "none", "string", "mapping", "number", "role", "type"})
+_TEST_NAMES |= {"function.name", "name", "in", "eq", "ne"}
+
+
+def _structural(index: nodes.Node) -> bool:
+    """An index read from a message's role or a part's type (`labels[m.role]`): the template's own format."""
+    keys = [
+        n.attr if isinstance(n, nodes.Getattr) else literal_value(getattr(n, "arg", None) or n)
+        for n in index.find_all((nodes.Getattr, nodes.Getitem))
+    ]
+    return any(k in ("role", "type") for k in [*keys, getattr(index, "attr", None)])
+
+
 def _written_at(ast: nodes.Template, text: str, default: int) -> int:
     """The line of the literal that spells `text` (a `{% set %}` before the choice, often), else `default`."""
     for literal in ast.find_all((nodes.Const, nodes.TemplateData)):
@@ -94,31 +126,40 @@ def _written_at(ast: nodes.Template, text: str, default: int) -> int:
 
 
 def selections(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """HCT-S008: prose chosen by an index read from content or the clock, with the text's and the index's place."""
-    tainted = _taint(ast)
+    """HCT-S008: prose chosen by an index read from content or the clock (an error), or from anything else of the
+    conversation (a warning: `banners[messages | length % 3]`, `[note, ''][tools | selectattr(…) | list | length >
+    0]`), with the text's and the index's place."""
+    tainted, data = taint_of(folding), data_of(folding)
     for node, scope in folding.walk():
         found = _selection(node)
         if found is None:
             continue
         container, index, how = found
         kinds = [k for i in index if (k := _reads(i, tainted))]
-        if not kinds or _reads(container, tainted) == "content":
-            continue  # a part of the content itself (`content[:n]`) brings no text of the template's
+        kinds = kinds or ["data" for i in index if reads_data(i, data) and not _structural(i)]
+        held = folding.value(container, scope)  # `{"transfer_funds": "Execute …"}.get(name)`: keyed by a word
+        words = isinstance(held, dict) and any(isinstance(v, str) and prose(v) for v in held.values())
+        if kinds and kinds[0] == "data" and (words or any(_keyed(i, folding) for i in index)):
+            kinds = ["name"]  # `hit`, set where a tool's name is compared with 'transfer_funds': a trigger
+        if not kinds or _reads(container, tainted) == "content" or reads_data(container, data):
+            continue  # a part of the conversation itself (`content[:n]`) brings no text of the template's
         text = _payload(container, folding, scope)
         if text is None:
             continue
-        said = "message content" if kinds[0] == "content" else "the clock"
+        readings = {
+            "content": "message content",
+            "clock": "the clock",
+            "name": "the conversation compared with a word (a tool's name)",
+        }
+        said = readings.get(kinds[0], "the conversation (its length, a count)")
         first = next(row for row in text.split("\n") if prose(row)).strip()
-        line = _written_at(ast, first, node.lineno)
-        yield SafetyFinding(
-            "HCT-S008",
-            line,
-            src.column(line, first[:30]),
-            f"the text {short(first)} is chosen by {how} that reads {said} (the choice at line {node.lineno}): "
-            "the model is told something on a trigger the conversation does not show, as an `if` would",
-            construct=f"{kinds[0]}:{how}:{text[:80]}",
-            detail={"trigger": kinds[0]},
-        )
+        written = _written_at(ast, first, node.lineno)
+        at = nodes.Const(first, lineno=written)
+        severity = "" if kinds[0] in ("content", "clock", "name") else "warning"
+        yield trigger_finding(
+            src, at, first, f"chosen by {how} that reads {said}", node.lineno, f"{kinds[0]}:{how}:{text[:80]}",
+            kinds[0], severity=severity, consequence=TOLD + ", as an `if` would",
+        )  # fmt: skip
 
 
 # ---- HCT-S006: characters made from numbers ----------------------------------------------------------------------
@@ -150,14 +191,11 @@ def _hidden(code: Any) -> bool:
 
 def _ranges(ast: nodes.Template, folding: Folding) -> dict[str, range]:
     """Loop variables over a `range(…)` of folded bounds: `{% for n in range(0xE0020, 0xE007F) %}`."""
-    found: dict[str, range] = {}
-    for loop in ast.find_all(nodes.For):
-        call = loop.iter
-        if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) and call.node.name == "range":
-            bounds = [folding.value(a) for a in call.args]
-            if bounds and all(isinstance(b, int) for b in bounds) and isinstance(loop.target, nodes.Name):
-                found[loop.target.name] = range(*bounds)
-    return found
+    return {
+        loop.target.name: span
+        for loop in ast.find_all(nodes.For)
+        if isinstance(loop.target, nodes.Name) and isinstance(span := folding.loop_values(loop), range)
+    }
 
 
 def _offsets(expr: nodes.Node, folding: Folding, scope: dict[str, Any]) -> list[Any]:
@@ -179,26 +217,38 @@ def _reaches_hidden(expr: nodes.Node, folding: Folding, scope: dict[str, Any], l
     return any(_hidden(v) for v in _offsets(expr, folding, scope))
 
 
+_TOKEN_SHAPE = re.compile(r"<[|｜][^<>]{1,40}[|｜]>|\[/?[A-Z_]{3,20}\]|<(?:start|end)_of_turn>|</?s>")
+
+
 def characters(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     loops = _ranges(ast, folding)
+    made: dict[int, tuple[nodes.Node, str, bool, list[str]]] = {}  # per node, in the walk's order
     for node, scope in folding.walk():
         found = _char_format(node, folding, scope)
         if found is None:
             continue
         numbers, how = found
         hidden = any(_reaches_hidden(n, folding, scope, loops) for n in numbers)
+        _, _, before, spelled = made.get(id(node), (node, how, False, []))
+        value = folding.value(node, scope)  # in a loop over constant codes, one character per item
+        made[id(node)] = (node, how, before or hidden, [*spelled, value if isinstance(value, str) else ""])
+    for node, how, hidden, spelled in made.values():
+        token = _TOKEN_SHAPE.search("".join(spelled))
         keyword = "format" if "format" in how else "%"
+        said = (
+            ", and the numbers fall in the hidden blocks (tag characters, bidirectional controls, zero-width): "
+            "text the model reads and a reviewer cannot see"
+            if hidden
+            else f", and they spell the control token {token.group()!r}: a turn the template ends or opens where no "
+            "reviewer sees it"
+            if token
+            else ": no published template does, and a reviewer cannot read what it writes"
+        )
         yield SafetyFinding(
             "HCT-S006",
             node.lineno,
             src.column(node.lineno, keyword),
-            f"{how} makes characters from numbers at render time"
-            + (
-                ", and the numbers fall in the hidden blocks (tag characters, bidirectional controls, zero-width): "
-                "text the model reads and a reviewer cannot see"
-                if hidden
-                else ": no published template does, and a reviewer cannot read what it writes"
-            ),
-            severity="error" if hidden else "warning",
+            f"{how} makes characters from numbers at render time{said}",
+            severity="error" if hidden or token else "warning",
             construct=f"{how}:{node.lineno}",
         )

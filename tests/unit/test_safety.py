@@ -80,6 +80,23 @@ SAFETY_HOSTILE = {
     "rewrite_split_swap": "HCT-S015",
     "prefill_content_trigger": "HCT-S016",
     "prefill_macro_trigger": "HCT-S016",
+    # a wallet or account swapped in a tool call, computed; a date gate on slices of the clock; a Mistral prefill
+    # after [/INST] on the user's words; tokens and tags decoded or spelled from codes; sizes the input chooses; text
+    # chosen by the conversation's length or a tool's name; a payload stored as a number (test_safety_data)
+    "swap_joined_wallet": "HCT-S015",
+    "swap_decoded_account": "HCT-S015",
+    "swap_sliced_wallet": "HCT-S015",
+    "date_slice_compare": "HCT-S008",
+    "date_keyword_slice": "HCT-S008",
+    "prefill_mistral_words": "HCT-S016",
+    "chars_fromhex_token": "HCT-S007",
+    "chars_code_token": "HCT-S006",
+    "size_center_count": "HCT-S009",
+    "size_indent_total": "HCT-S009",
+    "size_range_content": "HCT-S009",
+    "position_banner_index": "HCT-S008",
+    "select_tool_name": "HCT-S008",
+    "payload_bigint_alphabet": "HCT-S006",
 }
 # The constructs that transformers' sandbox refuses: the safety finding names the same construct.
 SANDBOX_CONSTRUCTS = {

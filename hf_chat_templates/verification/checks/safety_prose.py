@@ -9,13 +9,11 @@ finding says when the budget cut the scan short."""
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
 import jinja2
 
-from ...template.addresses import default_prompts
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
 from ...template.coverage import Case, coverage_cases
 from ...template.folding import Folding
@@ -87,17 +85,6 @@ def _place(template: str, text: str) -> tuple[int, int]:
         return 1, 1
 
 
-@functools.lru_cache(maxsize=8)
-def _defaults(template: str) -> tuple[str, ...]:
-    """The template's default system prompt (`addresses.default_prompts`): what it writes only when the
-    conversation has no system message."""
-    try:
-        ast = parse_environment().parse(template)
-    except jinja2.TemplateSyntaxError:
-        return ()
-    return tuple(default_prompts(ast, Folding(ast)))
-
-
 def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> SafetyFinding:
     template = ctx.template if template_name == "default" else ctx.tool_template or ""
     line, column = _place(template, words)
@@ -108,8 +95,6 @@ def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> 
         else "text the conversation did not contain (documented system text, or an instruction the model "
         "should not get?)"
     )
-    if said and any(words[:60] in text for text in _defaults(template)):
-        said, kind = None, kind + " (in the default system prompt, which any system message the caller gives replaces)"
     return SafetyFinding(
         "HCT-S011",
         line,

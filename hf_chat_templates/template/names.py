@@ -1,0 +1,39 @@
+"""Names a template reads and binds, from its syntax tree alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import jinja2.nodes as nodes
+
+__all__ = ["loop_targets", "undeclared_names", "variable_key"]
+
+
+def loop_targets(node: nodes.For | nodes.Macro) -> Iterator[nodes.Name]:
+    if isinstance(node, nodes.For):
+        yield from node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else [node.target]
+    else:
+        yield from node.args
+
+
+def undeclared_names(ast: nodes.Template) -> set[str]:
+    """The names the template reads that nothing in it binds (the keywords and globals it expects), read from the
+    tree alone. `jinja2.meta.find_undeclared_variables` runs jinja2's compiler, which computes constant outputs
+    (`{{ 'x' | center(10**9) }}` builds a gigabyte) and rewrites the tree it is given."""
+    loaded = {n.name for n in ast.find_all(nodes.Name) if n.ctx == "load"}
+    bound = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    bound |= {m.name for m in ast.find_all(nodes.Macro)}
+    bound |= {i.target for i in ast.find_all(nodes.Import)}
+    bound |= {n if isinstance(n, str) else n[1] for f in ast.find_all(nodes.FromImport) for n in f.names}
+    return loaded - bound - {"loop", "caller", "varargs", "kwargs"}
+
+
+def variable_key(node: nodes.Node) -> str | None:
+    """`x` for a name, `ns.attr` for a namespace attribute read or set; None for anything else."""
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.NSRef):
+        return f"{node.name}.{node.attr}"
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+        return f"{node.node.name}.{node.attr}"
+    return None
