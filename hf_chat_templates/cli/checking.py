@@ -45,6 +45,7 @@ NOT_WITH_ALL = {
     "training": "--training",
     "sanitize": "--sanitize",
     "workers": "--workers",
+    "ollama_modelfile": "--ollama-modelfile",
     "sarif_out": "--sarif",
     "baseline": "--baseline",
     "verbose": "--verbose",
@@ -66,7 +67,14 @@ NOT_WITH_ALL = {
     "--engines",
     default=None,
     help="Comma-separated engine profiles engine-parity compares with transformers: llama.cpp, tgi, "
-    "transformers.js, vllm (default: every one; a profile that cannot run here is skipped with its reason).",
+    "transformers.js, vllm, ollama (default: every one but ollama, which is compared when it has a Go template: --ollama-modelfile; a profile that cannot run here is skipped with its reason).",
+)
+@click.option(
+    "--ollama-modelfile",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="An Ollama Modelfile whose TEMPLATE (a Go template) engine-parity renders as Ollama does, as the ollama "
+    "profile (needs go).",
 )
 @click.option(
     "--fail-on",
@@ -135,6 +143,7 @@ def verify_command(
     conversations: str | None,
     only: str | None,
     engines: str | None,
+    ollama_modelfile: Path | None,
     fail_on: str,
     training: bool,
     sanitize: bool,
@@ -169,6 +178,8 @@ def verify_command(
     refuse_verbose_json(verbose, as_json)
     kwargs = parse_kwargs(kwarg_pairs)
     accepted = _read_baseline(baseline)
+    if ollama_modelfile is not None:
+        _use_modelfile(ollama_modelfile)
     dataset = None
     if conversations is not None:  # first: what the data carries decides whether a field never read loses anything
         from ..verification.dataset import verify_conversations
@@ -205,6 +216,20 @@ def verify_command(
     _print_report(report, dataset, as_json, verbose, text_to_stderr)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
+
+
+def _use_modelfile(path: Path) -> None:
+    """The Modelfile's TEMPLATE as the Go template the ollama profile renders."""
+    from ..errors import UsageError
+    from ..installation.modelfile import read_modelfile
+    from ..template.engines.registry import ollama_profile
+
+    found = read_modelfile(path.read_text(encoding="utf-8"))
+    if found.template is None:
+        raise UsageError(
+            f"{path} has no TEMPLATE", hint='add TEMPLATE """…""" with the Go template', parameter="ollama_modelfile"
+        )
+    ollama_profile().given = found.template
 
 
 def _read_baseline(path: Path | None) -> Any:

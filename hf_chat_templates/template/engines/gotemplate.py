@@ -16,12 +16,13 @@ macros: a template that uses them is refused, the construct and its line named.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from jinja2 import nodes
 
 from ..syntax import parse_environment
-from .gotemplate_expr import UNDEFINED, Const, Expressions, Go, Untranslatable, Value, arg, code
+from .gotemplate_expr import UNDEFINED, Const, Expressions, Go, Untranslatable, Value, code, written_whole
 
 __all__ = ["Untranslatable", "translate"]
 
@@ -157,11 +158,32 @@ class _Translator:
             values = self.expr.pieces(node) if isinstance(node, nodes.Concat) else self._add_pieces(node)
             return "".join(_text(v.value) if isinstance(v, Const) else "{{ " + v.code + " }}" for v in values)
         value = self.expr.value(node)
+        if isinstance(node, nodes.Filter) and node.name == "tojson" and isinstance(value, Go) and node.node is not None:
+            inner = self.expr.value(node.node)
+            if isinstance(inner, Go) and inner.kind == "args":
+                return self.arguments_json(inner.code)
         if isinstance(value, Const):
             return _text("" if value.value is UNDEFINED else str(value.value))
         if value.kind not in ("text", "any"):
-            raise Untranslatable(f"a {value.kind} value written whole", node.lineno, "Go writes it otherwise")
+            raise Untranslatable(*written_whole(value.kind, node.lineno))
         return "{{ " + value.code + " }}"
+
+    def arguments_json(self, arguments: str) -> str:
+        """Tool-call arguments as transformers' `tojson` writes them (`, ` and `: `): Ollama keeps them in a map,
+        which Go ranges over in key order, each value written with Go's `json`."""
+        self.counter += 1
+        sep = f"$sep{self.counter}"
+        return (
+            "{{ "
+            + f'{sep} := ""'
+            + ' }}{{ "{" }}{{ range $key, $value := '
+            + arguments
+            + " }}{{ "
+            + sep
+            + " }}{{ json $key }}: {{ json $value }}{{ "
+            + f'{sep} = ", "'
+            + " }}{{ end }}}"
+        )
 
     def _add_pieces(self, node: nodes.Add) -> list[Value]:
         self.expr._add(node)  # refuses arithmetic
@@ -264,8 +286,17 @@ def _var(name: str) -> str:
 
 
 def _text(text: str) -> str:
-    """Template text as Go writes it: `{{` cannot appear in a Go template's text."""
-    return text.replace("{{", '{{ "{{" }}')
+    """Template text as Go writes it and a Modelfile keeps it: `{{` (and a `{` an action follows) written by an
+    action, and so is a character Ollama's Modelfile reader drops (it keeps printable ones, spaces and newlines)."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "{" and (i + 1 == len(text) or text[i + 1] == "{"):
+            out.append('{{ "{" }}')
+        elif ch.isprintable() or ch in " \t\n\r":
+            out.append(ch)
+        else:
+            out.append("{{ " + json.dumps(ch) + " }}")
+    return "".join(out)
 
 
 def _namespace_targets(template: nodes.Template) -> set[str]:
@@ -295,6 +326,3 @@ def translate(source: str, variables: dict[str, Any] | None = None) -> str:
 def refusal(err: Untranslatable) -> str:
     """How a refusal reads in a message: the construct, its line, and why."""
     return f"line {err.line}: {err.construct} cannot be translated to a Go template ({err.why})"
-
-
-_ = (arg,)

@@ -229,7 +229,9 @@ class Expressions:
 
     def _membership(self, left: Value, right: nodes.Expr, negate: bool, line: int) -> Value:
         if not isinstance(right, (nodes.List, nodes.Tuple)) or not all(isinstance(i, nodes.Const) for i in right.items):
-            raise Untranslatable("`in` over a value", line, "Go templates have no membership test but `eq` on constants")
+            raise Untranslatable(
+                "`in` over a value", line, "Go templates have no membership test but `eq` on constants"
+            )
         options = [i.value for i in right.items]  # type: ignore[attr-defined]
         if isinstance(left, Const):
             return Const((left.value in options) != negate)
@@ -263,7 +265,7 @@ class Expressions:
             return [v for p in (node.left, node.right) for v in self.pieces(p)]
         value = self.value(node)
         if isinstance(value, Go) and value.kind not in ("text", "any"):
-            raise Untranslatable(f"a {value.kind} value written as text", node.lineno, "Go writes it otherwise")
+            raise Untranslatable(*written_whole(value.kind, node.lineno))
         return [value]
 
     def _test(self, node: nodes.Test) -> Value:
@@ -279,7 +281,10 @@ class Expressions:
         if node.name == "none":
             return Const(False) if field in ALWAYS - {"Content"} else Go(f"not {arg(value, line)}", "bool")
         kinds = {"string": ("text",), "mapping": ("args", "call", "callfn", "tool", "toolfn", "message")}
-        kinds |= {"iterable": ("text", "calls", "messages", "tools"), "sequence": ("text", "calls", "messages", "tools")}
+        kinds |= {
+            "iterable": ("text", "calls", "messages", "tools"),
+            "sequence": ("text", "calls", "messages", "tools"),
+        }
         if node.name in kinds and value.kind != "any":
             return Const(value.kind in kinds[node.name])
         raise Untranslatable(f"`is {node.name}`", line, "Ollama's data does not answer this test when translating")
@@ -291,7 +296,9 @@ class Expressions:
         value = self.value(node.node)
         if node.name in ("length", "count"):
             return Const(len(value.value)) if isinstance(value, Const) else Go(f"len {arg(value, line)}", "int")
-        if node.name == "tojson" and not node.args and not node.kwargs:
+        if node.name == "tojson" and (node.args or node.kwargs):
+            raise Untranslatable("tojson with arguments", line, "Ollama's json function takes none")
+        if node.name == "tojson":
             if isinstance(value, Const):
                 return Const(json.dumps(value.value, ensure_ascii=False))
             return Go(f"json {arg(value, line)}", "text")
@@ -317,6 +324,14 @@ class Expressions:
         if isinstance(test, Const):
             return self.value(node.expr1) if test.value else self.value(node.expr2) if node.expr2 else Const("")
         raise Untranslatable("an inline `if … else`", node.lineno, "Go templates have no conditional expression")
+
+
+def written_whole(kind: str, line: int) -> tuple[str, int, str]:
+    """Why a value of `kind` written whole is refused: Go writes it otherwise than transformers."""
+    if kind == "args":
+        why = "Ollama writes them as compact JSON; transformers writes a string as given and a dict as Python's repr"
+        return "tool-call arguments written whole", line, why + " (write them with `| tojson`)"
+    return f"a {kind} value written whole", line, "Go writes it otherwise than transformers"
 
 
 def _text(value: Any) -> str:
