@@ -3,8 +3,9 @@ per-record checks over a dataset too."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,8 @@ NOT_WITH_ALL = {
     "--engines",
     default=None,
     help="Comma-separated engine profiles engine-parity compares with transformers: llama.cpp, tgi, "
-    "transformers.js, vllm, ollama (default: every one but ollama, which is compared when it has a Go template: --ollama-modelfile; a profile that cannot run here is skipped with its reason).",
+    "transformers.js, vllm, ollama (default: every one; ollama only with --ollama-modelfile, as it renders a Go "
+    "template; a profile that cannot run here is skipped with its reason).",
 )
 @click.option(
     "--ollama-modelfile",
@@ -178,8 +180,7 @@ def verify_command(
     refuse_verbose_json(verbose, as_json)
     kwargs = parse_kwargs(kwarg_pairs)
     accepted = _read_baseline(baseline)
-    if ollama_modelfile is not None:
-        _use_modelfile(ollama_modelfile)
+    go_template = _modelfile_template(ollama_modelfile) if ollama_modelfile is not None else None
     dataset = None
     if conversations is not None:  # first: what the data carries decides whether a field never read loses anything
         from ..verification.dataset import verify_conversations
@@ -193,23 +194,24 @@ def verify_command(
             "only": checks,
         }
         dataset = verify_conversations(source, conversations, **options, **reading)
-    report, ctx = verify_with_context(
-        source,
-        family=family,
-        variant=variant,
-        template=template_file,
-        only=checks,
-        revision=revision,
-        token=token,
-        kwargs=kwargs,
-        stop_tokens=stop_tokens or None,
-        control_tokens=control_tokens or None,
-        training=training,
-        sanitize=sanitize,
-        data_fields=dataset.fields if dataset is not None else None,
-        engines=engines,
-        allow_unwritten_tokens=allow_unwritten_tokens,
-    )
+    with _ollama_template(go_template):
+        report, ctx = verify_with_context(
+            source,
+            family=family,
+            variant=variant,
+            template=template_file,
+            only=checks,
+            revision=revision,
+            token=token,
+            kwargs=kwargs,
+            stop_tokens=stop_tokens or None,
+            control_tokens=control_tokens or None,
+            training=training,
+            sanitize=sanitize,
+            data_fields=dataset.fields if dataset is not None else None,
+            engines=engines,
+            allow_unwritten_tokens=allow_unwritten_tokens,
+        )
     report = _safety_outputs(report, ctx, accepted, sarif_out, template_file)
     if html_out is not None:
         write_html(html_out, [(report, ctx)])
@@ -218,18 +220,33 @@ def verify_command(
     sys.exit(1 if failed else 0)
 
 
-def _use_modelfile(path: Path) -> None:
-    """The Modelfile's TEMPLATE as the Go template the ollama profile renders."""
+def _modelfile_template(path: Path) -> str:
+    """The Modelfile's TEMPLATE: the Go template the ollama profile renders."""
     from ..errors import UsageError
     from ..installation.modelfile import read_modelfile
-    from ..template.engines.registry import ollama_profile
 
     found = read_modelfile(path.read_text(encoding="utf-8"))
     if found.template is None:
         raise UsageError(
-            f"{path} has no TEMPLATE", hint='add TEMPLATE """…""" with the Go template', parameter="ollama_modelfile"
+            f"{path} has no TEMPLATE line",
+            hint='add TEMPLATE """…""" with the Go template, or export one: hf-chat-templates export ollama SOURCE',
+            parameter="ollama_modelfile",
         )
-    ollama_profile().given = found.template
+    return found.template
+
+
+@contextlib.contextmanager
+def _ollama_template(go_template: str | None) -> Iterator[None]:
+    """The ollama profile compares `go_template` for the duration (the profile is one per process)."""
+    from ..template.engines.registry import ollama_profile
+
+    profile = ollama_profile()
+    saved = profile.given
+    profile.given = go_template if go_template is not None else saved
+    try:
+        yield
+    finally:
+        profile.given = saved
 
 
 def _read_baseline(path: Path | None) -> Any:

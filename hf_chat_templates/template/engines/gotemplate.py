@@ -46,7 +46,6 @@ REFUSED_STATEMENTS = {
     "Block": "a block",
     "ExprStmt": "a `do` statement",
     "With": "a `with` block",
-    "Scope": "a scope",
 }
 
 
@@ -129,6 +128,8 @@ class _Translator:
             raise Untranslatable(REFUSED_STATEMENTS[kind], node.lineno, "Go templates as Ollama runs them have none")
         if isinstance(node, nodes.Output):
             return "".join(self.output(n) for n in node.nodes)
+        if isinstance(node, nodes.Scope):  # `{% generation %}` marks what is trained; Ollama serves its body
+            return self.body(node.body)
         if isinstance(node, nodes.If):
             return self.branch(node)
         if isinstance(node, nodes.For):
@@ -164,7 +165,7 @@ class _Translator:
                 return self.arguments_json(inner.code)
         if isinstance(value, Const):
             return _text("" if value.value is UNDEFINED else str(value.value))
-        if value.kind not in ("text", "any"):
+        if value.kind not in ("text", "any", "int"):
             raise Untranslatable(*written_whole(value.kind, node.lineno))
         return "{{ " + value.code + " }}"
 

@@ -158,8 +158,8 @@ class Expressions:
         if not isinstance(base, Go) or base.kind not in ITEMS:
             raise Untranslatable("an index into a computed value", line, "only lists of Ollama's data are indexed")
         item = ITEMS[base.kind]
-        if isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, int):
-            k = node.arg.value
+        k = int_constant(node.arg)
+        if k is not None:
             if k >= 0:
                 return Go(f"index {arg(base, line)} {k}", item)
             if k == -1 and base.code == "$.Messages":
@@ -175,8 +175,8 @@ class Expressions:
         for part in (node.start, node.stop):
             if part is None:
                 bounds.append(None)
-            elif isinstance(part, nodes.Const) and isinstance(part.value, int) and part.value >= 0:
-                bounds.append(part.value)
+            elif (k := int_constant(part)) is not None and k >= 0:
+                bounds.append(k)
             else:
                 raise Untranslatable("a slice with a negative or computed bound", node.lineno, "Go's slice cannot")
         if node.step is not None or not isinstance(base, Go):
@@ -211,6 +211,10 @@ class Expressions:
         if len(node.ops) != 1:
             raise Untranslatable("a chained comparison", node.lineno, "write it as comparisons joined by `and`")
         op = node.ops[0]
+        go_op = {"eq": "eq", "ne": "ne", "lt": "lt", "gt": "gt", "lteq": "le", "gteq": "ge"}.get(op.op)
+        loop_index = self.scope.loop_index_compare(node.expr, op.expr, go_op) if go_op else None
+        if loop_index is not None:
+            return Go(loop_index, "bool")
         left, right = self.value(node.expr), op.expr
         if op.op in ("in", "notin"):
             return self._membership(left, right, op.op == "notin", node.lineno)
@@ -221,11 +225,7 @@ class Expressions:
             ops = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "gt": operator.gt}
             ops |= {"lteq": operator.le, "gteq": operator.ge}
             return Const(ops[op.op](left.value, other.value))
-        go = {"eq": "eq", "ne": "ne", "lt": "lt", "gt": "gt", "lteq": "le", "gteq": "ge"}[op.op]
-        loop_index = self.scope.loop_index_compare(node.expr, right, go)
-        if loop_index is not None:
-            return Go(loop_index, "bool")
-        return Go(f"{go} {arg(left, node.lineno)} {arg(other, node.lineno)}", "bool")
+        return Go(f"{go_op} {arg(left, node.lineno)} {arg(other, node.lineno)}", "bool")
 
     def _membership(self, left: Value, right: nodes.Expr, negate: bool, line: int) -> Value:
         if not isinstance(right, (nodes.List, nodes.Tuple)) or not all(isinstance(i, nodes.Const) for i in right.items):
@@ -264,7 +264,7 @@ class Expressions:
                 return [value]
             return [v for p in (node.left, node.right) for v in self.pieces(p)]
         value = self.value(node)
-        if isinstance(value, Go) and value.kind not in ("text", "any"):
+        if isinstance(value, Go) and value.kind not in ("text", "any", "int"):
             raise Untranslatable(*written_whole(value.kind, node.lineno))
         return [value]
 
@@ -324,6 +324,16 @@ class Expressions:
         if isinstance(test, Const):
             return self.value(node.expr1) if test.value else self.value(node.expr2) if node.expr2 else Const("")
         raise Untranslatable("an inline `if … else`", node.lineno, "Go templates have no conditional expression")
+
+
+def int_constant(node: nodes.Expr) -> int | None:
+    """The integer a literal (or a negated one) spells, else None."""
+    if isinstance(node, nodes.Neg):
+        inner = int_constant(node.node)
+        return -inner if inner is not None else None
+    if isinstance(node, nodes.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
 
 
 def written_whole(kind: str, line: int) -> tuple[str, int, str]:
