@@ -180,7 +180,6 @@ def verify_command(
     refuse_verbose_json(verbose, as_json)
     kwargs = parse_kwargs(kwarg_pairs)
     accepted = _read_baseline(baseline)
-    go_template = _modelfile_template(ollama_modelfile) if ollama_modelfile is not None else None
     dataset = None
     if conversations is not None:  # first: what the data carries decides whether a field never read loses anything
         from ..verification.dataset import verify_conversations
@@ -194,7 +193,7 @@ def verify_command(
             "only": checks,
         }
         dataset = verify_conversations(source, conversations, **options, **reading)
-    with _ollama_template(go_template):
+    with _ollama_template(ollama_modelfile):
         report, ctx = verify_with_context(
             source,
             family=family,
@@ -236,13 +235,14 @@ def _modelfile_template(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _ollama_template(go_template: str | None) -> Iterator[None]:
-    """The ollama profile compares `go_template` for the duration (the profile is one per process)."""
+def _ollama_template(modelfile: Path | None) -> Iterator[None]:
+    """The ollama profile compares the Modelfile's template for the duration (the profile is one per process)."""
     from ..template.engines.registry import ollama_profile
 
     profile = ollama_profile()
     saved = profile.given
-    profile.given = go_template if go_template is not None else saved
+    if modelfile is not None:
+        profile.given = _modelfile_template(modelfile)
     try:
         yield
     finally:

@@ -65,7 +65,7 @@ def export_ollama_command(
     rendering byte for byte; otherwise nothing is written and the command exits 1 naming the probe and position.
     A construct Go templates cannot express is refused by name and line (exit 2). Needs Go (`go build`)."""
     from ..conversations.records import parse_kwargs
-    from ..installation.ollama_export import Unproved, export_ollama
+    from ..publish.ollama import Unproved, export_ollama
 
     options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file}
     try:

@@ -20,7 +20,9 @@ CONSTRUCTS = {
         "{% elif message['role'] in ['assistant', 'model'] %}A:{{ message['content'] }}{% else %}"
         "{{ message.role }}{% endif %}\n{% endfor %}"
     ),
-    "generation prompt": "{% for m in messages %}{{ m.content }}|{% endfor %}{% if add_generation_prompt %}GO{% endif %}",
+    "generation prompt": (
+        "{% for m in messages %}{{ m.content }}|{% endfor %}{% if add_generation_prompt %}GO{% endif %}"
+    ),
     "system message first": (
         "{% if messages[0].role == 'system' %}{% set system = messages[0].content %}{% set rest = messages[1:] %}"
         "{% else %}{% set system = 'default' %}{% set rest = messages %}{% endif %}"
@@ -54,7 +56,9 @@ CONSTRUCTS = {
     ),
     "raise_exception": "{% if messages[0].role == 'tool' %}{{ raise_exception('no tool first') }}{% endif %}ok",
     "text with braces": '{% for m in messages %}{"c": "{{ m.content }}"}{{ \'{{\' }}{% endfor %}',
-    "loop controls": "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}{{ m.content }}{% endfor %}",
+    "loop controls": (
+        "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}{{ m.content }}{% endfor %}"
+    ),
     "generation tag": "{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}",
 }
 
@@ -62,7 +66,7 @@ CONSTRUCTS = {
 REFUSED = [
     ("{{ messages[0].content | trim }}", "filter `trim`", 1),
     ("\n{% macro m(x) %}{{ x }}{% endmacro %}", "a macro", 2),
-    ("{{ messages | length - 1 }}", "Sub", 1),
+    ("{{ messages | length - 1 }}", "arithmetic (`-`)", 1),
     ("{% for m in messages %}{{ loop.index }}{% endfor %}", "loop.index", 1),
     ("{% if '<think>' in messages[0].content %}x{% endif %}", "`in` over a value", 1),
     ("{{ messages[0].content.strip() }}", "method `.strip()`", 1),

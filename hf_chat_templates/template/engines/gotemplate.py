@@ -46,6 +46,7 @@ REFUSED_STATEMENTS = {
     "Block": "a block",
     "ExprStmt": "a `do` statement",
     "With": "a `with` block",
+    "AssignBlock": "a `set` block (Go cannot keep output in a variable)",
 }
 
 
@@ -64,6 +65,7 @@ class _Translator:
         self.loops: list[_Loop] = []
         self.counter = 0
         self.expr = Expressions(self)
+        self.refusals: list[Untranslatable] | None = None
 
     # ---- names ------------------------------------------------------------------------------------------------
     def lookup(self, name: str, line: int) -> Value:
@@ -120,7 +122,21 @@ class _Translator:
 
     # ---- statements -------------------------------------------------------------------------------------------
     def body(self, statements: list[nodes.Node]) -> str:
-        return "".join(self.statement(s) for s in statements)
+        return "".join(self.checked(s) for s in statements)
+
+    def checked(self, node: nodes.Node) -> str:
+        """The statement translated; when collecting, a refusal is recorded and the statement left out (the
+        statements in its body are still read for refusals of their own)."""
+        if self.refusals is None:
+            return self.statement(node)
+        try:
+            return self.statement(node)
+        except Untranslatable as err:
+            self.refusals.append(err)
+            if isinstance(node, (nodes.If, nodes.For)):  # a macro's body reads names only its caller gives
+                for child in node.body:
+                    self.checked(child)
+            return ""
 
     def statement(self, node: nodes.Node) -> str:
         kind = type(node).__name__
@@ -157,14 +173,14 @@ class _Translator:
             return "{{ if " + code(test, node.lineno) + " }}" + yes + ("{{ else }}" + no if no else "") + "{{ end }}"
         if isinstance(node, (nodes.Concat, nodes.Add)):
             values = self.expr.pieces(node) if isinstance(node, nodes.Concat) else self._add_pieces(node)
-            return "".join(_text(v.value) if isinstance(v, Const) else "{{ " + v.code + " }}" for v in values)
+            return "".join(_text(_str(v.value)) if isinstance(v, Const) else "{{ " + v.code + " }}" for v in values)
         value = self.expr.value(node)
         if isinstance(node, nodes.Filter) and node.name == "tojson" and isinstance(value, Go) and node.node is not None:
             inner = self.expr.value(node.node)
             if isinstance(inner, Go) and inner.kind == "args":
                 return self.arguments_json(inner.code)
         if isinstance(value, Const):
-            return _text("" if value.value is UNDEFINED else str(value.value))
+            return _text(_str(value.value))
         if value.kind not in ("text", "any", "int"):
             raise Untranslatable(*written_whole(value.kind, node.lineno))
         return "{{ " + value.code + " }}"
@@ -282,6 +298,11 @@ class _Translator:
         return "{{ " + f"{_var(target.name)} = {code(value, line)}" + " }}"
 
 
+def _str(value: Any) -> str:
+    """A constant as Jinja prints it (undefined prints nothing)."""
+    return "" if value is UNDEFINED else str(value)
+
+
 def _var(name: str) -> str:
     return "$" + name.replace(".", "_")
 
@@ -322,6 +343,19 @@ def translate(source: str, variables: dict[str, Any] | None = None) -> str:
     top = translator.scopes[0]
     declared = "".join("{{ " + f'{_var(name)} := ""' + " }}" for name in sorted(top))
     return PREAMBLE + declared + body
+
+
+def refusals(source: str, variables: dict[str, Any] | None = None) -> list[Untranslatable]:
+    """Every construct `translate` would refuse, in order (not just the first): what blocks the translation."""
+    tree = parse_environment().parse(source)
+    translator = _Translator(dict(variables or {}))
+    translator.namespaces = _namespace_targets(tree)
+    translator.refusals = []
+    translator.body(tree.body)
+    unique: dict[tuple[str, int], Untranslatable] = {}
+    for err in translator.refusals:
+        unique.setdefault((err.construct, err.line), err)
+    return list(unique.values())
 
 
 def refusal(err: Untranslatable) -> str:

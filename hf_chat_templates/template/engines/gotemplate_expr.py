@@ -107,7 +107,7 @@ class Expressions:
     def __init__(self, scope: Any) -> None:
         self.scope = scope
 
-    def value(self, node: nodes.Expr) -> Value:
+    def value(self, node: nodes.Node) -> Value:
         method = getattr(self, "_" + type(node).__name__.lower(), None)
         if method is None:
             raise Untranslatable(_describe(node), node.lineno, "Go templates have no such expression")
@@ -171,7 +171,7 @@ class Expressions:
         raise Untranslatable("an index computed by arithmetic", line, "Go templates have no arithmetic")
 
     def _slice(self, base: Value, node: nodes.Slice) -> Value:
-        bounds = []
+        bounds: list[int | None] = []
         for part in (node.start, node.stop):
             if part is None:
                 bounds.append(None)
@@ -300,6 +300,8 @@ class Expressions:
             raise Untranslatable("tojson with arguments", line, "Ollama's json function takes none")
         if node.name == "tojson":
             if isinstance(value, Const):
+                if isinstance(value.value, Undefined):
+                    raise Untranslatable("tojson of an undefined value", line, "transformers fails on it too")
                 return Const(json.dumps(value.value, ensure_ascii=False))
             return Go(f"json {arg(value, line)}", "text")
         if node.name == "safe":
@@ -366,7 +368,12 @@ def _const_test(name: str, value: Any, line: int) -> bool:
     return bool(tests[name](value))
 
 
+ARITHMETIC = {"Sub": "-", "Mul": "*", "Div": "/", "FloorDiv": "//", "Mod": "%", "Pow": "**", "Neg": "unary -"}
+
+
 def _describe(node: nodes.Node) -> str:
+    if type(node).__name__ in ARITHMETIC:
+        return f"arithmetic (`{ARITHMETIC[type(node).__name__]}`)"
     return {"List": "a list literal", "Dict": "a dict literal", "Tuple": "a tuple"}.get(
         type(node).__name__, type(node).__name__
     )

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HfChatTemplatesError
-from ..template.engines.gotemplate import Untranslatable, refusal
+from ..installation.modelfile import Modelfile
+from ..template.engines.gotemplate import Untranslatable, refusal, refusals
 from ..template.engines.registry import ollama_profile
 from ..verification.results import Finding
-from .modelfile import Modelfile
 
 
 class TranslationRefused(HfChatTemplatesError):
@@ -85,8 +85,15 @@ def export_ollama(
         )
     translated = profile.translations.get(ctx.template)
     if isinstance(translated, Untranslatable):
+        variables = {**ctx.renderer.template_variables(), **ctx.kwargs}
+        more = [
+            e
+            for e in refusals(ctx.template, variables)
+            if (e.line, e.construct) != (translated.line, translated.construct)
+        ]
+        also = "; ".join(f"line {e.line}: {e.construct}" for e in more[:8]) + (", …" if len(more) > 8 else "")
         raise TranslationRefused(
-            refusal(translated),
+            refusal(translated) + (f"; also {also}" if more else ""),
             hint="rewrite that construct with what Go templates have (if/range/eq/and/or/not/len/index/slice/json), "
             "or write the Go template by hand and check it with verify --ollama-modelfile",
         )
