@@ -108,6 +108,10 @@ class OllamaEngine:
 
     name = "ollama"
     follows = "ollama/ollama template/template.go (Execute, collate) and openai/openai.go (FromChatRequest)"
+    difference_hint = (
+        "make the Modelfile's TEMPLATE write what the Jinja template writes at that position (hf-chat-templates "
+        "export ollama translates a template and proves it on every probe)"
+    )
 
     def __init__(self, limits: RenderLimits | None = None) -> None:
         self._limits = limits

@@ -234,6 +234,8 @@ def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, oth
             f"{label} serves such requests this way: send the messages in the form the template reads, or make the "
             "template read the form it is sent (e.g. loop over content parts)"
         )
+    if blame is None and (hint := getattr(engine, "difference_hint", None)):  # a profile with its own fix
+        finding.hint = hint
     return _blamed(finding, engine, blame)
 
 

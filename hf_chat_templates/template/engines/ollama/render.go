@@ -12,6 +12,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -176,10 +177,18 @@ func messagesOf(in []map[string]any) ([]message, error) {
 		case []any:
 			for _, raw := range content {
 				part, _ := raw.(map[string]any)
-				if part["type"] != "text" {
-					return nil, fmt.Errorf("ollama refuses the request: a content part of type %v is not text", part["type"])
+				switch part["type"] {
+				case "text":
+					out = append(out, message{Role: role, Content: text(part["text"])})
+				case "image_url":
+					image, err := imageOf(part["image_url"])
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, message{Role: role, Images: []string{image}})
+				default:
+					return nil, fmt.Errorf("ollama refuses the request: invalid message format (a %v part)", part["type"])
 				}
-				out = append(out, message{Role: role, Content: text(part["text"])})
 			}
 			if len(out) > 0 && len(tc) > 0 {
 				last := &out[len(out)-1]
@@ -193,6 +202,27 @@ func messagesOf(in []map[string]any) ([]message, error) {
 		}
 	}
 	return out, nil
+}
+
+// imageOf reads an image_url part as Ollama's decodeImageURL does: base64 data URLs of JPEG, PNG or WebP only.
+func imageOf(v any) (string, error) {
+	url := text(v)
+	if m, ok := v.(map[string]any); ok {
+		url = text(m["url"])
+	}
+	if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
+		return "", fmt.Errorf("ollama refuses the request: image URLs are not currently supported, please use base64 encoded data instead")
+	}
+	for _, prefix := range []string{"data:;base64,", "data:image/jpeg;base64,", "data:image/jpg;base64,", "data:image/png;base64,", "data:image/webp;base64,"} {
+		if strings.HasPrefix(url, prefix) {
+			data, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(url, prefix))
+			if err != nil {
+				break
+			}
+			return string(data), nil
+		}
+	}
+	return "", fmt.Errorf("ollama refuses the request: invalid image input")
 }
 
 // collate joins the system messages into .System and merges consecutive messages of one role (tool results
