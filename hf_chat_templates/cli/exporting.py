@@ -105,7 +105,10 @@ def export_ollama_command(
                 "identical": done.identical,
                 "left_out": done.left_out,
                 "stops": list(done.modelfile.stops),
+                "notes": done.notes,
             }
         )
+    for text_note in done.notes:
+        click.echo(f"note: {text_note}", err=True)
     note = f", {len(done.left_out)} left out (requests Ollama cannot send)" if done.left_out else ""
     click.echo(f"proved: the Go template renders {done.identical} probes exactly as transformers{note}", err=True)

@@ -9,7 +9,6 @@ action (`gotemplate._text`), so only a literal `\"\"\"` can be refused.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
@@ -41,7 +40,8 @@ class Modelfile:
                 )
             lines.append(f"TEMPLATE {TRIPLE}{self.template}{TRIPLE}")
         for stop in self.stops:
-            lines.append(f"PARAMETER stop {_value(stop, 'a stop token')}")
+            _value(stop, "a stop token")
+            lines.append(f"PARAMETER stop {TRIPLE}{stop}{TRIPLE}" if '"' in stop else f'PARAMETER stop "{stop}"')
         return "\n".join(lines) + "\n"
 
 
@@ -114,8 +114,3 @@ def _unquote_one(value: str) -> str:
         if value.startswith(quote) and value.endswith(quote) and len(value) >= 2 * len(quote):
             return value[len(quote) : -len(quote)]
     return value
-
-
-def stop_line(stop: str) -> str:
-    """A stop token as its PARAMETER line shows it (for messages)."""
-    return f"PARAMETER stop {json.dumps(stop, ensure_ascii=False)}"

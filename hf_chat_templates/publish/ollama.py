@@ -39,6 +39,7 @@ class OllamaExport:
     identical: int  # probes rendered identically
     left_out: list[str] = field(default_factory=list)  # probes Ollama cannot send, by id
     summary: dict[str, Any] = field(default_factory=dict)  # engine-parity's detail for the Ollama profile
+    notes: list[str] = field(default_factory=list)  # what to check in the GGUF the Modelfile names
 
     @property
     def text(self) -> str:
@@ -115,6 +116,13 @@ def export_ollama(
             hint="Ollama cannot serve this template byte for byte; the first difference names where",
         )
     stops = tuple(ctx.stop_tokens)
-    return OllamaExport(
+    done = OllamaExport(
         Modelfile(base or str(source), translated, stops), int(summary.get("identical", 0)), left_out, summary
     )
+    bos = str(ctx.renderer.template_variables().get("bos_token") or "")
+    if bos and any((ctx.rendered[p.id].text or "").startswith(bos) for p in ctx.probes if ctx.rendered[p.id].ok):
+        done.notes.append(
+            f"the template writes the BOS token {bos} itself: Ollama's runner adds one more when the GGUF's "
+            "tokenizer.ggml.add_bos_token is true (check that it is false, or the model sees two)"
+        )
+    return done

@@ -146,7 +146,7 @@ def test_modelfile_round_trip_and_refusals() -> None:
     mf = Modelfile("./model.gguf", 'A "quoted" {{ .Content }}\n  end ', ("<|im_end|>", " spaced "))
     text = mf.text()
     assert text.startswith('FROM ./model.gguf\nTEMPLATE """A "quoted"')
-    assert 'PARAMETER stop <|im_end|>\nPARAMETER stop " spaced "\n' in text
+    assert 'PARAMETER stop "<|im_end|>"\nPARAMETER stop " spaced "\n' in text
     assert read_modelfile(text) == mf
     with pytest.raises(ModelfileError, match='holds """ at character 2'):
         Modelfile("m", 'ab"""c').text()
