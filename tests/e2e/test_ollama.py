@@ -132,3 +132,15 @@ def test_export_refuses_by_name_and_names_the_first_difference(
         capsys, "export", "ollama", str(toy_tokenizer), "--template", str(CORPUS / "qwen2.5" / "chat_template.jinja")
     )
     assert code == 1 and out == "" and "probe tools-declared: ollama renders differently" in err
+
+
+def test_export_json_reports_the_proof(
+    capsys: pytest.CaptureFixture[str], go_renderer: Path, toy_tokenizer: Path
+) -> None:
+    import json
+
+    template = CORPUS / "phi-3.5-mini" / "chat_template.jinja"
+    code, out, _ = run(capsys, "export", "ollama", str(toy_tokenizer), "--template", str(template), "--json")
+    found = json.loads(out)
+    assert code == 0 and found["ok"] and found["identical"] > 0
+    assert found["modelfile"].startswith(f'FROM {toy_tokenizer}\nTEMPLATE """')

@@ -4,6 +4,8 @@ the Go renderer and compares each with transformers' rendering.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hf_chat_templates.installation.modelfile import Modelfile, ModelfileError, read_modelfile
@@ -168,3 +170,36 @@ def test_ollama_is_compared_by_default_only_with_a_go_template() -> None:
     assert "no Go template to compare" in str(profile.unavailable()) or "go is not on PATH" in str(
         profile.unavailable()
     )
+
+
+def test_every_blocking_construct_is_listed() -> None:
+    from hf_chat_templates.template.engines.gotemplate import refusals
+
+    found = [(e.line, e.construct) for e in refusals((CORPUS / "llama-3.3" / "chat_template.jinja").read_text())]
+    assert found[0] == (17, "filter `trim`") and (67, "`in` over a value") in found and len(found) == 6
+    assert refusals(CONSTRUCTS["tool calls"]) == []
+
+
+def test_without_go_the_profile_is_skipped_with_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from hf_chat_templates.template.engines import ollama
+
+    monkeypatch.setattr(ollama.shutil, "which", lambda name: None)
+    monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path))  # no renderer built there
+    profile = ollama.OllamaEngine()
+    profile.translating = True
+    assert profile.unavailable() == "go is not on PATH: apt-get install -y golang-go (or Go 1.19 or later from go.dev)"
+    with pytest.raises(RuntimeError, match="apt-get install -y golang-go"):
+        ollama.build_renderer()
+
+
+def test_requests_ollama_cannot_make_are_left_out_not_failed() -> None:
+    from hf_chat_templates.template.engines.base import EngineRendered, RenderJob
+    from hf_chat_templates.template.engines.ollama import _not_expressed
+
+    closed = RenderJob([{"role": "user", "content": "hi"}], None, False)
+    out = _not_expressed(closed)
+    assert isinstance(out, EngineRendered) and out.input_refused and "no add_generation_prompt" in str(out.error)
+    assert _not_expressed(RenderJob([{"role": "user", "content": "hi"}], None, True)) is None
+    assert _not_expressed(RenderJob([{"role": "assistant", "content": "a"}], None, False)) is None

@@ -18,6 +18,7 @@ runs it once for all its jobs: the request as JSON on stdin, one JSON line per j
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -70,6 +71,7 @@ def build_renderer(*, timeout: float = BUILD_SECONDS) -> Path:
     return target
 
 
+@functools.cache
 def go_version() -> str | None:
     go = shutil.which("go")
     if go is None:
