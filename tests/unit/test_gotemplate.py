@@ -61,6 +61,10 @@ CONSTRUCTS = {
     "loop controls": (
         "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}{{ m.content }}{% endfor %}"
     ),
+    "filters kept": (
+        "{{ (messages | first).content | string }}{% for m in messages %}{{ m.role | tojson(ensure_ascii=False) }}"
+        "{% endfor %}"
+    ),
     "generation tag": "{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}",
 }
 

@@ -296,8 +296,14 @@ class Expressions:
         value = self.value(node.node)
         if node.name in ("length", "count"):
             return Const(len(value.value)) if isinstance(value, Const) else Go(f"len {arg(value, line)}", "int")
-        if node.name == "tojson" and (node.args or node.kwargs):
+        ascii_off = [(kw.key, getattr(kw.value, "value", None)) for kw in node.kwargs] == [("ensure_ascii", False)]
+        if node.name == "tojson" and (node.args or (node.kwargs and not ascii_off)):
+            # ensure_ascii=False is what Go's json does already: it writes non-ASCII characters as they are
             raise Untranslatable("tojson with arguments", line, "Ollama's json function takes none")
+        if node.name == "string" and not node.args and (isinstance(value, Const) or value.kind == "text"):
+            return Const(_text(value.value)) if isinstance(value, Const) else value
+        if node.name == "first" and isinstance(value, Go) and value.kind in ITEMS and not node.args:
+            return Go(f"index {arg(value, line)} 0", ITEMS[value.kind])
         if node.name == "tojson":
             if isinstance(value, Const):
                 if isinstance(value.value, Undefined):
