@@ -219,8 +219,8 @@ def verify_command(
     sys.exit(1 if failed else 0)
 
 
-def _modelfile_template(path: Path) -> str:
-    """The Modelfile's TEMPLATE: the Go template the ollama profile renders."""
+def _modelfile_template(path: Path) -> tuple[str, tuple[str, ...]]:
+    """The Modelfile's TEMPLATE (the Go template the ollama profile renders) and its stop parameters."""
     from ..errors import UsageError
     from ..installation.modelfile import read_modelfile
 
@@ -231,7 +231,7 @@ def _modelfile_template(path: Path) -> str:
             hint='add TEMPLATE """…""" with the Go template, or export one: hf-chat-templates export ollama SOURCE',
             parameter="ollama_modelfile",
         )
-    return found.template
+    return found.template, found.stops
 
 
 @contextlib.contextmanager
@@ -240,13 +240,13 @@ def _ollama_template(modelfile: Path | None) -> Iterator[None]:
     from ..template.engines.registry import ollama_profile
 
     profile = ollama_profile()
-    saved = profile.given
+    saved = profile.given, profile.given_stops
     if modelfile is not None:
-        profile.given = _modelfile_template(modelfile)
+        profile.given, profile.given_stops = _modelfile_template(modelfile)
     try:
         yield
     finally:
-        profile.given = saved
+        profile.given, profile.given_stops = saved
 
 
 def _read_baseline(path: Path | None) -> Any:

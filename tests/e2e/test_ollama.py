@@ -144,3 +144,18 @@ def test_export_json_reports_the_proof(
     found = json.loads(out)
     assert code == 0 and found["ok"] and found["identical"] > 0
     assert found["modelfile"].startswith(f'FROM {toy_tokenizer}\nTEMPLATE """')
+
+
+def test_a_modelfile_without_the_turns_stop_token_is_warned(
+    capsys: pytest.CaptureFixture[str], go_renderer: Path, toy_tokenizer: Path, tmp_path: Path
+) -> None:
+    template = CORPUS / "hermes-3" / "chat_template.jinja"
+    out = tmp_path / "Modelfile"
+    run(capsys, "export", "ollama", str(toy_tokenizer), "--template", str(template), "--output", str(out))
+    unstopped = tmp_path / "Unstopped"
+    unstopped.write_text(out.read_text(encoding="utf-8").replace('PARAMETER stop "<|im_end|>"\n', ""))
+    args = ["verify", str(toy_tokenizer), "--template", str(template), "--only", "engine-parity"]
+    code, text, _ = run(capsys, *args, "--ollama-modelfile", str(unstopped))
+    assert code == 0 and "warn engine-parity" in text and "Modelfile has no PARAMETER stop '<|im_end|>'" in text
+    code, text, _ = run(capsys, *args, "--ollama-modelfile", str(out))
+    assert code == 0 and "PARAMETER stop" not in text

@@ -207,3 +207,12 @@ def test_requests_ollama_cannot_make_are_left_out_not_failed() -> None:
     assert isinstance(out, EngineRendered) and out.input_refused and "no add_generation_prompt" in str(out.error)
     assert _not_expressed(RenderJob([{"role": "user", "content": "hi"}], None, True)) is None
     assert _not_expressed(RenderJob([{"role": "assistant", "content": "a"}], None, False)) is None
+
+
+def test_a_modelfiles_missing_stop_tokens_are_named() -> None:
+    from hf_chat_templates.template.engines.ollama import OllamaEngine
+
+    profile = OllamaEngine()
+    assert profile.missing_stops(("<|im_end|>",)) == []  # no Modelfile given: nothing to say
+    profile.given, profile.given_stops = "{{ .Prompt }}", ("</s>",)
+    assert profile.missing_stops(("<|im_end|>", "</s>")) == ["<|im_end|>"]

@@ -118,6 +118,7 @@ class OllamaEngine:
     def __init__(self, limits: RenderLimits | None = None) -> None:
         self._limits = limits
         self.given: str | None = None  # a Go template given for whatever Jinja template is verified
+        self.given_stops: tuple[str, ...] | None = None  # its Modelfile's PARAMETER stop values
         self.translating = False  # translate the Jinja template itself (export ollama)
         self.translations: dict[str, str | Untranslatable] = {}
 
@@ -159,6 +160,12 @@ class OllamaEngine:
         for i, line in zip(asked, lines):
             outcomes[i] = self._outcome(line)
         return [o or Rendered(None, "the Go renderer wrote no line for this job") for o in outcomes]
+
+    def missing_stops(self, stops: tuple[str, ...]) -> list[str]:
+        """The stop tokens the given Modelfile has no PARAMETER stop for (none when no Modelfile was given)."""
+        if self.given is None or self.given_stops is None:
+            return []
+        return [stop for stop in stops if stop not in self.given_stops]
 
     def _outcome(self, line: dict[str, Any]) -> Rendered:
         if "text" not in line:
