@@ -35,6 +35,10 @@ CONSTRUCTS = {
         "{% set ns.seen = true %}{% set ns.last = m.content %}{% endif %}{% endfor %}"
         "{% if ns.seen %}last user: {{ ns.last }}{% endif %}"
     ),
+    "namespace set later": (
+        "{% set ns = namespace() %}{% for m in messages %}{% if ns.seen %}+{% endif %}{{ m.role }}"
+        "{% set ns.seen = true %}{% endfor %}"
+    ),
     "loop first, last and index": (
         "{% for m in messages %}{% if loop.first %}<first>{% endif %}{{ loop.index0 }}{% if loop.index == 2 %}"
         "(two){% endif %}{% if loop.last %}<last>{% endif %}{% endfor %}"

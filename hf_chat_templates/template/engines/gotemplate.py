@@ -61,7 +61,7 @@ class _Translator:
     def __init__(self, variables: dict[str, Any]) -> None:
         self.variables = variables
         self.scopes: list[dict[str, str]] = [{}]  # Jinja name -> kind, per Jinja scope (template, loop bodies)
-        self.namespaces: set[str] = set()
+        self.namespaces: dict[str, set[str]] = {}  # namespace name -> the attributes ever set on it
         self.loops: list[_Loop] = []
         self.counter = 0
         self.expr = Expressions(self)
@@ -286,12 +286,13 @@ class _Translator:
         if isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) and call.node.name == "namespace":
             if call.args or call.dyn_args or call.dyn_kwargs:
                 raise Untranslatable("namespace(…) with positional arguments", line, "name each attribute")
-            self.namespaces.add(target.name)
             out = ""
-            for kw in call.kwargs:
-                name = f"{target.name}.{kw.key}"
+            given = {kw.key: self.expr.value(kw.value) for kw in call.kwargs}
+            # every attribute the template ever sets is a variable from here on (unset, it reads as Jinja's undefined)
+            for attr in sorted(set(given) | self.namespaces.get(target.name, set())):
+                name = f"{target.name}.{attr}"
                 self.scopes[-1][name] = "any"
-                out += "{{ " + f"{_var(name)} = {code(self.expr.value(kw.value), line)}" + " }}"
+                out += "{{ " + f"{_var(name)} = {code(given.get(attr, Const(UNDEFINED)), line)}" + " }}"
             return out
         value = self.expr.value(node.node)
         self.scopes[-1][target.name] = value.kind if isinstance(value, Go) else "any"
@@ -321,15 +322,18 @@ def _text(text: str) -> str:
     return "".join(out)
 
 
-def _namespace_targets(template: nodes.Template) -> set[str]:
-    return {
-        a.target.name
-        for a in template.find_all(nodes.Assign)
-        if isinstance(a.target, nodes.Name)
-        and isinstance(a.node, nodes.Call)
-        and isinstance(a.node.node, nodes.Name)
-        and a.node.node.name == "namespace"
-    }
+def _namespace_targets(template: nodes.Template) -> dict[str, set[str]]:
+    """Each name a namespace is assigned to, with the attributes the template sets on it anywhere."""
+    found: dict[str, set[str]] = {}
+    for a in template.find_all(nodes.Assign):
+        call = a.node
+        named = isinstance(call, nodes.Call) and isinstance(call.node, nodes.Name) and call.node.name == "namespace"
+        if isinstance(a.target, nodes.Name) and named:
+            found.setdefault(a.target.name, set())
+    for a in template.find_all(nodes.Assign):
+        if isinstance(a.target, nodes.NSRef) and a.target.name in found:
+            found[a.target.name].add(a.target.attr)
+    return found
 
 
 def translate(source: str, variables: dict[str, Any] | None = None) -> str:
