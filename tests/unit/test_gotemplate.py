@@ -35,6 +35,9 @@ CONSTRUCTS = {
         "{% set ns.seen = true %}{% set ns.last = m.content %}{% endif %}{% endfor %}"
         "{% if ns.seen %}last user: {{ ns.last }}{% endif %}"
     ),
+    "a value joined": (
+        "{% for m in messages %}{% set tag = m.role ~ loop.index0 ~ loop.index0 %}{{ tag }}{% endfor %}"
+    ),
     "namespace set later": (
         "{% set ns = namespace() %}{% for m in messages %}{% if ns.seen %}+{% endif %}{{ m.role }}"
         "{% set ns.seen = true %}{% endfor %}"

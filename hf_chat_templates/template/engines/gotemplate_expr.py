@@ -252,7 +252,8 @@ class Expressions:
         values = [v for p in parts for v in self.pieces(p)]
         if all(isinstance(v, Const) for v in values):
             return Const("".join(_text(v.value) for v in values))  # type: ignore[union-attr]
-        return Go("print " + " ".join(arg(v, line) for v in values), "text")
+        # printf, not print: print puts a space between two operands that are not strings
+        return Go(f"printf {json.dumps('%v' * len(values))} " + " ".join(arg(v, line) for v in values), "text")
 
     def pieces(self, node: nodes.Expr) -> list[Value]:
         """The values a string concatenation prints, in order (nested `+` and `~` flattened)."""
