@@ -37,6 +37,7 @@ COMMAND_ENVIRONMENT = {
     "push": (*_FAMILIES, *_RENDER, "HF_CHAT_TEMPLATES_JS_DIR"),
     "prepare": (*_FAMILIES, *_RENDER, "HF_CHAT_TEMPLATES_TIKTOKEN", "HF_CHAT_TEMPLATES_PROGRESS"),
     "verify": (*_FAMILIES, *_RENDER, "HF_CHAT_TEMPLATES_JS_DIR", "HF_CHAT_TEMPLATES_PROGRESS"),
+    "export ollama": (*_FAMILIES, *_RENDER),
 }
 EXIT_CODES = (
     ("0", "no error found"),

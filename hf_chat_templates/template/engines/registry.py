@@ -1,5 +1,7 @@
 """The engine profiles by name, in a fixed order: transformers (the reference every profile is compared with),
-then llama.cpp, TGI, transformers.js and vLLM.
+then llama.cpp, TGI, transformers.js, vLLM and Ollama. Ollama renders a Go template, not the Jinja one: it is
+compared by default only once it has one (`ollama_profile().given`, or `.translating` for the Jinja template's own
+translation), and skipped with that reason when asked for by name without one.
 
 A profile whose code or package is missing is still listed: it says why in `unavailable()`, and the checks report
 it as skipped with that reason. Profiles are made once per process (llama.cpp compiles its module once).
@@ -10,13 +12,14 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 from collections.abc import Iterable
+from typing import Any
 
 from ...errors import UsageError
 from ..rendering import Rendered
 from .base import Engine, RenderJob
 
 REFERENCE = "transformers"
-ENGINES = (REFERENCE, "llama.cpp", "tgi", "transformers.js", "vllm")
+ENGINES = (REFERENCE, "llama.cpp", "tgi", "transformers.js", "vllm", "ollama")
 
 
 class MissingProfile:
@@ -53,6 +56,10 @@ def _make(name: str) -> Engine:
             from .js import TransformersJsEngine
 
             return TransformersJsEngine()
+        if name == "ollama":
+            from .ollama import OllamaEngine
+
+            return OllamaEngine()
         from .vllm import VllmEngine
 
         return VllmEngine()
@@ -70,7 +77,7 @@ def engine_names(names: Iterable[str] | str | None) -> tuple[str, ...]:
     comma-separated string or a list; "transformers", the reference, is accepted and always compared with).
     Raises UsageError naming an unknown name and listing the known ones."""
     if names is None:
-        return ENGINES[1:]
+        return tuple(n for n in ENGINES[1:] if n != "ollama" or _ollama_has_template())
     wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
     unknown = [n for n in wanted if n not in ENGINES]
     if unknown:
@@ -84,6 +91,16 @@ def engine_names(names: Iterable[str] | str | None) -> tuple[str, ...]:
             f"no engine named; engines: {', '.join(ENGINES)}", hint="--engines llama.cpp,tgi", parameter="engines"
         )
     return tuple(n for n in ENGINES[1:] if n in wanted)
+
+
+def _ollama_has_template() -> bool:
+    profile = _profile("ollama")
+    return getattr(profile, "given", None) is not None or bool(getattr(profile, "translating", False))
+
+
+def ollama_profile() -> Any:
+    """The Ollama profile this process compares with (set `.given` to a Go template, or `.translating`)."""
+    return _profile("ollama")
 
 
 def engine_profiles(names: Iterable[str] | str | None = None) -> list[Engine]:

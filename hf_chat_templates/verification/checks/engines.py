@@ -234,7 +234,21 @@ def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, oth
             f"{label} serves such requests this way: send the messages in the form the template reads, or make the "
             "template read the form it is sent (e.g. loop over content parts)"
         )
+    if blame is None and (hint := getattr(engine, "difference_hint", None)):  # a profile with its own fix
+        finding.hint = hint
     return _blamed(finding, engine, blame)
+
+
+def _missing_stop(engine: Engine, stop: str) -> Finding:
+    return Finding(
+        None,
+        f"{label_of(engine)}'s Modelfile has no PARAMETER stop {stop!r}, a token that ends the template's turns: "
+        "Ollama stops there only if the GGUF marks it end-of-generation, else the model writes past its turn",
+        {"engine": engine.name, "stop_token": stop},
+        severity="warning",
+        cause="tokenizer config",
+        hint=f'add the line PARAMETER stop "{stop}" to the Modelfile',
+    )
 
 
 def _same_values(probe: Probe, ours: str, theirs: str) -> bool:
@@ -387,6 +401,8 @@ def engine_parity(ctx: VerifyContext) -> CheckResult:
             continue
         engine, outcomes = begun.get(engine.name, (engine, None))
         found, engines[engine.name] = compare(ctx, engine, probes, outcomes)
+        if hasattr(engine, "missing_stops"):  # a profile whose server is given its stops with the template
+            found += [_missing_stop(engine, stop) for stop in engine.missing_stops(ctx.stop_tokens)]
         findings += found
     ran = [name for name, s in engines.items() if s["status"] != "skipped"]
     skipped = "; ".join(f"{name} skipped: {s['reason']}" for name, s in engines.items() if s["status"] == "skipped")
