@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from .app import cli, emit_json, families_option, json_option, template_options, token_options, written
+from .app import (
+    cli,
+    emit_json,
+    families_option,
+    json_option,
+    pass_template_choice,
+    template_options,
+    token_options,
+    written,
+)
 from .helptext import environment_epilog
+
+if TYPE_CHECKING:
+    from ..families.source import TemplateChoice
 
 
 @cli.group("export")
@@ -46,16 +58,12 @@ def export_group() -> None:
 )
 @json_option
 @families_option
+@pass_template_choice
 def export_ollama_command(
     source: str,
-    family: str | None,
-    variant: str | None,
-    template_file: Path | None,
+    choice: TemplateChoice,
     base: str | None,
     output: Path | None,
-    kwarg_pairs: tuple[str, ...],
-    stop_tokens: tuple[str, ...],
-    control_tokens: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Translate SOURCE's template (a tokenizer folder or GGUF file; or --family/--template on it) into an Ollama
@@ -64,19 +72,10 @@ def export_ollama_command(
     Every probe verify renders is rendered by the translation as Ollama renders it and must equal transformers'
     rendering byte for byte; otherwise nothing is written and the command exits 1 naming the probe and position.
     A construct Go templates cannot express is refused by name and line (exit 2). Needs Go (`go build`)."""
-    from ..conversations.records import parse_kwargs
     from ..publish.ollama import Unproved, export_ollama
 
-    options: dict[str, Any] = {"family": family, "variant": variant, "template": template_file}
     try:
-        done = export_ollama(
-            source,
-            base=base,
-            kwargs=parse_kwargs(kwarg_pairs),
-            stop_tokens=stop_tokens or None,
-            control_tokens=control_tokens or None,
-            **options,
-        )
+        done = export_ollama(source, choice, base=base)
     except Unproved as err:
         if as_json:
             emit_json(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HfChatTemplatesError
+from ..families.source import TemplateChoice
 from ..installation.modelfile import Modelfile
 from ..template.engines.gotemplate import Untranslatable, refusal, refusals
 from ..template.engines.registry import ollama_profile
@@ -48,35 +49,21 @@ class OllamaExport:
 
 def export_ollama(
     source: str | Path,
+    choice: TemplateChoice | None = None,
     *,
     base: str | None = None,
-    family: str | None = None,
-    variant: str | None = None,
-    template: str | Path | None = None,
-    kwargs: dict[str, Any] | None = None,
-    stop_tokens: tuple[str, ...] | None = None,
     **options: Any,
 ) -> OllamaExport:
-    """Translate the template verify would check on `source` (its own, a family's, or a file), prove it on every
-    probe, and return the Modelfile (`base` is its FROM, default `source`). Raises TranslationRefused, Unproved,
-    and what verify raises for a source it cannot load."""
+    """Translate the template verify would check on `source` (its own, a family's, or a file: `choice` as verify
+    takes it), prove it on every probe, and return the Modelfile (`base` is its FROM, default `source`). Raises
+    TranslationRefused, Unproved, and what verify raises for a source it cannot load."""
     from ..verification.runner import verify_with_context
 
     profile = ollama_profile()
     saved = (profile.given, profile.translating)
     profile.given, profile.translating = None, True
     try:
-        report, ctx = verify_with_context(
-            source,
-            only=["engine-parity"],
-            engines="ollama",
-            family=family,
-            variant=variant,
-            template=template,
-            kwargs=kwargs,
-            stop_tokens=stop_tokens,
-            **options,
-        )
+        report, ctx = verify_with_context(source, choice, only=["engine-parity"], engines="ollama", **options)
     finally:
         profile.given, profile.translating = saved
     if ctx.tool_template is not None:

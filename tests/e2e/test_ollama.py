@@ -6,7 +6,6 @@ install command, where `go` is not on PATH."""
 from __future__ import annotations
 
 import datetime as _dt
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 from hf_chat_templates.installation.modelfile import read_modelfile
 from hf_chat_templates.template.engines.gotemplate import translate
-from hf_chat_templates.template.engines.ollama import INSTALL, build_renderer, render_go
+from hf_chat_templates.template.engines.ollama import INSTALL, build_renderer, go_command, render_go
 from hf_chat_templates.template.limits import RenderLimits
 
 from ..helpers import CORPUS, run
@@ -43,7 +42,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 
 @pytest.fixture(scope="module")
 def go_renderer() -> Path:
-    if shutil.which("go") is None:
+    if go_command() is None:
         pytest.skip(f"ollama profile: go is not on PATH: {INSTALL}")
     return build_renderer()
 

