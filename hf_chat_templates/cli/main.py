@@ -32,7 +32,7 @@ import click
 from ..errors import HfChatTemplatesError
 from ..publish.hub import VerificationFailed
 from ..template.limits import render_run
-from . import catalog, checking, diffing, installing, publishing, training, viewing  # noqa: F401  (they register commands)
+from . import catalog, checking, diffing, installing, porting, publishing, training, viewing  # noqa: F401  (they register commands)
 from .app import cli, emit_json
 
 DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"
