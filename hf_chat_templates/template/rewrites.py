@@ -183,5 +183,7 @@ REWRITES = (
     Rewrite("whitespace", "a `{% ... %}` tag or `{# ... #}` comment without whitespace control", _whitespace),
     Rewrite("tojson-ensure-ascii", "`tojson(ensure_ascii=False)`", _ensure_ascii),
     Rewrite("is-sameas", "`is sameas true|false|none`", _sameas),
-    Rewrite("string-methods", "Python string methods (`.strip()`, `.lower()`, `.upper()`, `.replace()`)", _string_methods),
+    Rewrite(
+        "string-methods", "Python string methods (`.strip()`, `.lower()`, `.upper()`, `.replace()`)", _string_methods
+    ),
 )
