@@ -32,6 +32,7 @@ COMMAND_ENVIRONMENT = {
     "base-tokenizer": ("HF_CHAT_TEMPLATES_CACHE",),
     "family init": _FAMILIES,
     "diff": (*_FAMILIES, *_RENDER),
+    "port": (*_FAMILIES, *_RENDER, "HF_CHAT_TEMPLATES_JS_DIR"),
     "view": (*_FAMILIES, *_RENDER),
     "install": (*_FAMILIES, *_RENDER),
     "push": (*_FAMILIES, *_RENDER, "HF_CHAT_TEMPLATES_JS_DIR"),

@@ -32,7 +32,17 @@ import click
 from ..errors import HfChatTemplatesError
 from ..publish.hub import VerificationFailed
 from ..template.limits import render_run
-from . import catalog, checking, diffing, exporting, installing, publishing, training, viewing  # noqa: F401  (they register commands)
+from . import (  # noqa: F401  (they register commands)
+    catalog,
+    checking,
+    diffing,
+    exporting,
+    installing,
+    porting,
+    publishing,
+    training,
+    viewing,
+)
 from .app import cli, emit_json
 
 DEBUG_ENV = "HF_CHAT_TEMPLATES_DEBUG"

@@ -33,7 +33,7 @@ from ..tokenizer.folder import SLOW_VOCAB_FILES, TOKENIZER_JSON, read_folder
 from .context import CLOCKS
 from .results import around
 
-__all__ = ["ProbeDiff", "TemplateDiff", "TemplateSide", "diff_templates", "read_side"]
+__all__ = ["ProbeDiff", "TemplateDiff", "TemplateSide", "diff_templates", "read_side", "render_side"]
 
 
 SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -267,8 +267,11 @@ def read_side(path: str | Path) -> TemplateSide:
 
 
 # ---- rendering and comparing ---------------------------------------------------------------------------------
-def _render(side: TemplateSide, probe: Probe, kwargs: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(text, None) or (None, the error), as apply_chat_template renders `probe` with this side's template."""
+def render_side(
+    side: TemplateSide, probe: Probe, kwargs: dict[str, Any], *, clock: Any = CLOCKS[0]
+) -> tuple[str | None, str | None]:
+    """(text, None) or (None, the error), as apply_chat_template renders `probe` with this side's template, the
+    clock pinned at `clock` (verify's first moment unless an engine reads its own)."""
     limits = RenderLimits.from_env()
     template = side.template_for(probe)
     budget = budget_for(template, limits)
@@ -279,7 +282,7 @@ def _render(side: TemplateSide, probe: Probe, kwargs: dict[str, Any]) -> tuple[s
     }
     try:
         # both sides at one moment (verify's first clock): a template that reads the clock differs by its text
-        with _compat.frozen_clock(CLOCKS[0]), limited(limits, budget) as active:
+        with _compat.frozen_clock(clock), limited(limits, budget) as active:
             (text,) = _compat.render_conversations(
                 template, [messages], probe.tool_list(), **flags, **side.variables, **kwargs
             )
@@ -322,8 +325,8 @@ def _changes(probe: Probe, a: str, b: str, limit: int = 8) -> tuple[dict[str, An
 
 
 def _probe_diff(a: TemplateSide, b: TemplateSide, probe: Probe, kwargs: dict[str, Any]) -> ProbeDiff:
-    a_text, a_error = _render(a, probe, kwargs)
-    b_text, b_error = _render(b, probe, kwargs)
+    a_text, a_error = render_side(a, probe, kwargs)
+    b_text, b_error = render_side(b, probe, kwargs)
     changes = _changes(probe, a_text, b_text) if a_text is not None and b_text is not None else ()
     return ProbeDiff(probe.id, a_text, b_text, a_error, b_error, changes)
 
