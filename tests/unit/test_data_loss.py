@@ -170,11 +170,18 @@ def test_trimmed_content_is_not_what_the_data_says(good: Path) -> None:
     assert result.status == "fail" and "its leading '\\n' whitespace is not trained" in result.message
 
 
-def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path) -> None:
     code, out, _ = run(capsys, "verify", str(good))
-    assert code == 0 and "warn engine-parity" in out and "info nothing-dropped" in out and "info injection" in out
-    assert "fix (" in out
+    assert code == 0 and "info nothing-dropped" in out and "info injection" in out and "warn " not in out
     code, _, _ = run(capsys, "verify", str(good), "--fail-on", "warning")
+    assert code == 0
+    placeholder = tmp_path / "placeholder.jinja"  # a placeholder written as text: a warning
+    placeholder.write_text("{{- 'You are {persona}.\\n' -}}" + GOOD)
+    code, out, _ = run(capsys, "verify", str(good), "--template", str(placeholder), "--only", "structure")
+    assert code == 0 and "warn structure" in out and "fix (" in out
+    code, _, _ = run(
+        capsys, "verify", str(good), "--template", str(placeholder), "--only", "structure", "--fail-on", "warning"
+    )
     assert code == 1
     code, _, _ = run(capsys, "verify", str(good), "--training")
     assert code == 1
