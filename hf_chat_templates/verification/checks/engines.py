@@ -227,7 +227,8 @@ def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, oth
     if blame is None and (steps := _preprocessing(ctx, engine, probe, theirs)):
         finding.text += f"; {PREPROCESSED.format(engine=label, steps=' and '.join(step.says for step in steps))}"
         finding.detail["preprocessing"] = [step.says for step in steps]
-        finding.detail["joins_text_parts"] = JOINED_TEXT_PARTS in steps or MEDIA_LEFT_OUT in steps
+        if JOINED_TEXT_PARTS in steps or MEDIA_LEFT_OUT in steps:
+            finding.detail["joins_text_parts"] = True
         finding.severity, finding.cause = "info", "input normalization"
         finding.hint = "; ".join(step.hint for step in steps)
         return finding
