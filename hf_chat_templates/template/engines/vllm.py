@@ -315,8 +315,8 @@ def parsed_arguments(messages: Messages, tools: Tools) -> tuple[Messages, Tools]
                 function = call.get("function") if isinstance(call, dict) else None
                 arguments = function.get("arguments") if isinstance(function, dict) else None
                 parsed = _json_object(arguments) if isinstance(arguments, str) else None
-                if parsed is not None:
-                    call, changed = {**call, "function": {**function, "arguments": parsed}}, True  # type: ignore[dict-item]
+                if parsed is not None and isinstance(function, dict):
+                    call, changed = {**call, "function": {**function, "arguments": parsed}}, True
                 parsed_calls.append(call)
             message = {**message, "tool_calls": parsed_calls}
         rewritten.append(message)
