@@ -64,5 +64,7 @@ def port_command(
     else:
         click.echo(report, err=to_stderr)
         if output is not None and not to_stderr:
-            click.echo(f"wrote {output}" + ("" if result.changed else " (the template as it was: no rewrite needed or proven)"))
+            click.echo(
+                f"wrote {output}" + ("" if result.changed else " (the template as it was: no rewrite needed or proven)")
+            )
     sys.exit(0)

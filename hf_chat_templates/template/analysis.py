@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jinja2.meta
+import jinja2.nodes
 
 from .syntax import parse_environment, template_literals
 
@@ -116,3 +117,54 @@ def reads_variable(template: str, name: str) -> bool:
 def writes_bos(template: str) -> bool:
     """Whether the template reads `bos_token` (and so writes BOS itself)."""
     return reads_variable(template, "bos_token")
+
+
+# The tests that ask what type a value is: a template that asks it of content expects more than a string.
+_TYPE_TESTS = frozenset({"string", "iterable", "sequence", "mapping"})
+
+
+def _is_content(node: Any, names: set[str]) -> bool:
+    """Whether `node` is a message's content: `x.content`, `x['content']`, a name set from one, through filters."""
+    while isinstance(node, jinja2.nodes.Filter) and node.node is not None:
+        node = node.node
+    if isinstance(node, jinja2.nodes.Getattr):
+        return node.attr == "content"
+    if isinstance(node, jinja2.nodes.Getitem):
+        return isinstance(node.arg, jinja2.nodes.Const) and node.arg.value == "content"
+    return isinstance(node, jinja2.nodes.Name) and node.name in names
+
+
+def _content_names(ast: Any) -> set[str]:
+    """The names `{% set %}` gives a message's content (or a name already holding it), transitively."""
+    names: set[str] = set()
+    while True:
+        found = {
+            assign.target.name
+            for assign in ast.find_all(jinja2.nodes.Assign)
+            if isinstance(assign.target, jinja2.nodes.Name) and _is_content(assign.node, names)
+        }
+        if found <= names:
+            return names
+        names |= found
+
+
+def reads_content_parts(template: str) -> bool:
+    """Whether the template shows it takes content as a list of parts: it loops over a message's content (what vLLM
+    reads to send it parts), asks the type of a content (`message.content is string`, of a name set from one), or
+    reads a part's `text` (`part.text`, `part['text']`, `map(attribute='text')`). A template that does none of these
+    takes string content only, and llama.cpp and vLLM join a list of text parts into one string before rendering
+    it. False for a template that does not parse."""
+    from .engines.vllm import detect_content_format
+
+    try:
+        ast = parse_environment().parse(template)
+    except Exception:  # a template that does not parse reads nothing; `renders` reports it
+        return False
+    if detect_content_format(template) == "openai":
+        return True
+    names = _content_names(ast)
+    if any(t.name in _TYPE_TESTS and _is_content(t.node, names) for t in ast.find_all(jinja2.nodes.Test)):
+        return True
+    if any(node.attr == "text" for node in ast.find_all(jinja2.nodes.Getattr)):
+        return True
+    return any(node.value == "text" for node in ast.find_all(jinja2.nodes.Const))

@@ -41,3 +41,37 @@ def placeholders_written(template: str, text: str, own: str = "") -> Iterator[tu
     for match in PLACEHOLDER.finditer(text):
         if match.group() in wanted and match.group() not in own:
             yield match.start(), match.group()
+
+
+# A format-string field, `{name}` or `${name}`, never part of a Jinja `{{ … }}`.
+FIELD = re.compile(r"(?<!\{)\$?\{[A-Za-z_][A-Za-z0-9_]{0,40}\}(?!\})")
+# A letter or a digit: prose, where a syntax description holds markup alone.
+_WORDY = re.compile(r"[^\W_]")
+
+
+def _laid_out(line: str) -> bool:
+    """A line of fields and markup alone: at least one field, and no letter or digit outside the fields."""
+    return FIELD.search(line) is not None and _WORDY.search(FIELD.sub("", line)) is None
+
+
+def syntax_description(text: str, at: int) -> str | None:
+    """The lines around `at` when the placeholder there is one of several format-string fields laid out by markup
+    alone, with no prose between them: `<{start_tag}={function_name}>{parameters}{end_tag}` or `>>>${recipient}` over
+    `${content}`. Such lines describe a syntax (the shape of a call the model is to write), and the model is meant to
+    read the fields as written; a field alone on its line, or one in a sentence (`You are {system_message}.`), is a
+    value left unfilled. None when the placeholder at `at` is not such a field."""
+    if FIELD.match(text, at) is None:  # `{{ tools }}`, `{% … %}`, `$SYSTEM`: never a field of a syntax
+        return None
+    lines = text.split("\n")
+    index = text.count("\n", 0, at)
+    if not _laid_out(lines[index]):
+        return None
+    first, last = index, index
+    while first > 0 and _laid_out(lines[first - 1]):
+        first -= 1
+    while last + 1 < len(lines) and _laid_out(lines[last + 1]):
+        last += 1
+    run = lines[first : last + 1]
+    fields = sum(len(FIELD.findall(line)) for line in run)
+    markup = "".join(FIELD.sub("", line) for line in run).strip()
+    return "\n".join(run) if fields >= 2 and markup else None

@@ -97,3 +97,27 @@ def test_a_none_test_that_changes_nothing_is_not_mentioned(good: Path) -> None:
     assert none_tests(harmless) and ctx.capabilities["tool_calls"] == "yes"
     result = check(ctx, "nothing-dropped")
     assert "transformers drops None" not in result.message
+
+
+# Bielik's shape: content through `| default('')`, which replaces an undefined value but not None, then searched
+NULL_UNSAFE = (
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' -}}"
+    "{%- set c = m.content | default('') -%}{%- if '</think>' in c -%}{%- set c = c.split('</think>')[-1] -%}"
+    "{%- endif -%}{{- c if c is string else '' -}}"
+    "{%- for call in m.tool_calls or [] -%}{{- '<tool_call>' + call.function.name + '</tool_call>' -}}{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_a_template_that_raises_on_a_null_content_as_given_fails(good: Path) -> None:
+    result = check(context(good, NULL_UNSAFE), "renders")
+    assert result.status == "fail" and result.probe == "tool-call", result.message
+    assert (
+        "probe tool-call: message 1's content is null (assistant, as OpenAI-format tool-call turns send it), and the "
+        "template raises on it when the message reaches it as given (TypeError: argument of type 'NoneType' is not "
+        "iterable) (and " in result.message
+    )
+    assert "TGI and transformers.js pass the null" in result.message and "message.content or ''" in result.hint
+    fixed = NULL_UNSAFE.replace("m.content | default('')", "m.content or ''")
+    assert check(context(good, fixed), "renders").status in ("pass", "info")

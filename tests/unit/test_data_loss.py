@@ -6,7 +6,6 @@ Each broken template is GOOD (tests/helpers.py) changed the way a published temp
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -172,15 +171,18 @@ def test_trimmed_content_is_not_what_the_data_says(good: Path) -> None:
     assert result.status == "fail" and "its leading '\\n' whitespace is not trained" in result.message
 
 
-def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path) -> None:
+def test_fail_on_sets_the_exit_code(capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path) -> None:
     code, out, _ = run(capsys, "verify", str(good))
-    assert code == 0 and "warn engine-parity" in out and "info nothing-dropped" in out and "info injection" in out
-    fix = (
-        r"^ +fix \(input normalization\): vllm \([^)]+\) serves such requests this way: send the messages in the "
-        r"form the template reads, or make the template read the form it is sent \(e\.g\. loop over content parts\)$"
-    )
-    assert re.search(fix, out, re.MULTILINE), out
+    assert code == 0 and "info nothing-dropped" in out and "info injection" in out and "warn " not in out
     code, _, _ = run(capsys, "verify", str(good), "--fail-on", "warning")
+    assert code == 0
+    placeholder = tmp_path / "placeholder.jinja"  # a placeholder written as text: a warning
+    placeholder.write_text("{{- 'You are {persona}.\\n' -}}" + GOOD)
+    code, out, _ = run(capsys, "verify", str(good), "--template", str(placeholder), "--only", "structure")
+    assert code == 0 and "warn structure" in out and "fix (" in out
+    code, _, _ = run(
+        capsys, "verify", str(good), "--template", str(placeholder), "--only", "structure", "--fail-on", "warning"
+    )
     assert code == 1
     code, _, _ = run(capsys, "verify", str(good), "--training")
     assert code == 1

@@ -206,3 +206,57 @@ def test_a_render_that_never_ends_stops_and_the_jobs_after_it_fail_at_once() -> 
     assert time.process_time() - start < 3
     assert [o.ok for o in outs] == [False] * 3
     assert "time limit of 0.3 s" in (outs[0].error or "") and outs[1].error == outs[2].error
+
+
+# ---- what vLLM's preprocessing alone explains -------------------------------------------------------------------
+
+NO_PARAMETERS = [{"type": "function", "function": {"name": "now", "description": "Get the time."}}]
+TOOLS_TEMPLATE = "{{ tools | tojson }}" + STRING_TEMPLATE
+ARGUMENTS_TEMPLATE = (
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+    "{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}"
+)
+
+
+def _vllm_parity(good: Path, template: str, probe: Probe) -> Any:
+    return check(context(good, template, probes=(probe,), engines="vllm"), "engine-parity")
+
+
+def test_a_tool_without_parameters_written_as_null_is_vllms_request_handling_info(good: Path) -> None:
+    probe = Probe("no-parameters", ({"role": "user", "content": "Time?"},), tuple(NO_PARAMETERS))
+    result = _vllm_parity(good, TOOLS_TEMPLATE, probe)
+    assert result.status == "info" and result.cause == "input normalization", result.message
+    assert '"Get·the·time."⟨here⟩}}]<user>Time? vs vllm' in result.message
+    assert '"Get·the·time."⟨here⟩,·"parameters":·null' in result.message
+    assert (
+        "vllm (main@b1fd9757f95e) passes `parameters: null` (and `description: null`) for a tool given without them"
+        in (result.message)
+    )
+    assert "the template writes what it is given" in result.message
+    assert result.detail["preprocessing"] and "give every tool a parameters schema" in result.hint
+
+
+def test_json_string_arguments_vllm_parses_are_its_request_handling_info(good: Path) -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    result = _vllm_parity(good, ARGUMENTS_TEMPLATE, Probe("json-arguments", ({"role": "user", "content": "Hi"}, call)))
+    assert result.status == "info" and result.cause == "input normalization", result.message
+    assert "parses JSON-string tool-call arguments into objects before rendering" in result.message
+    assert "pass tool-call arguments as objects in training" in result.hint
+
+
+def test_arguments_vllm_replaces_with_an_empty_object_still_warn(good: Path) -> None:
+    # not JSON: vLLM sends {} in their place, which loses them; no rewrite of the request explains that
+    broken = {**CALL, "function": {"name": "get_weather", "arguments": "city=Paris"}}
+    call = {"role": "assistant", "content": None, "tool_calls": [broken]}
+    result = _vllm_parity(good, ARGUMENTS_TEMPLATE, Probe("bad-arguments", ({"role": "user", "content": "Hi"}, call)))
+    assert result.status == "warn" and "preprocessing" not in result.detail, result.message
+    assert "vLLM's preprocessing (content format 'string'" in result.message
+
+
+def test_a_tool_without_parameters_beside_another_difference_still_warns(good: Path) -> None:
+    # the template loops over the user's parts, so vLLM sends the system content as parts too: null parameters alone
+    # do not explain what vLLM renders
+    messages = ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Time?"})
+    result = _vllm_parity(good, "{{ tools | tojson }}" + MIXED_TEMPLATE, Probe("mixed", messages, tuple(NO_PARAMETERS)))
+    assert result.status == "warn" and "preprocessing" not in result.detail, result.message
+    assert "the string content arrives as a list of one text part" in result.message

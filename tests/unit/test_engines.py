@@ -240,9 +240,10 @@ class JinjaStub:
         ]
 
     def _joined(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The text parts joined, the parts without text (an image) left out, as llama-server does."""
         if not self.joins_parts or not isinstance(message.get("content"), list):
             return message
-        return {**message, "content": "\n".join(p["text"] for p in message["content"])}
+        return {**message, "content": "\n".join(p["text"] for p in message["content"] if p["type"] == "text")}
 
 
 # Prints each message's content whole: a list of content parts is stringified, never read.
@@ -276,17 +277,27 @@ def test_a_real_difference_beside_a_stringified_list_still_fails(monkeypatch: py
 THINKS = "{%- if enable_thinking is defined and enable_thinking -%}<think>{%- endif -%}" + GOOD
 
 
-def test_a_variable_the_server_defines_on_its_own_is_a_warning_with_the_flag_that_serves_the_training_prompt(
+def test_a_variable_the_server_defines_on_its_own_is_info_with_the_flag_that_serves_the_training_prompt(
     monkeypatch: pytest.MonkeyPatch, good: Path
 ) -> None:
     _stubbed(monkeypatch, JinjaStub(server_defaults={"enable_thinking": True, "drop_thinking": False}))
     result = check(context(good, THINKS), "engine-parity")
-    assert result.status == "warn" and result.severity == "warning" and result.cause == "engine"
+    assert result.status == "info" and result.severity == "info" and result.cause == "engine"
     assert "stub defines `enable_thinking` = true in the template's context on its own" in result.message
     assert result.detail["engine_defaults"] == {"enable_thinking": True}  # drop_thinking: the template never reads it
     assert """`llama-server --chat-template-kwargs '{"enable_thinking": false}'`""" in result.hint
     # the value set by the caller is passed to both sides: nothing differs
     assert check(context(good, THINKS, kwargs={"enable_thinking": True}), "engine-parity").status == "pass"
+
+
+def test_a_server_default_beside_another_difference_still_fails(monkeypatch: pytest.MonkeyPatch, good: Path) -> None:
+    # the engine's default explains `<think>`, not the space it also writes: the difference is the engine's own
+    stub = JinjaStub(
+        server_defaults={"enable_thinking": True}, mangle=lambda text: text.replace("<|im_end|>", " <|im_end|>")
+    )
+    _stubbed(monkeypatch, stub)
+    result = check(context(good, THINKS), "engine-parity")
+    assert result.status == "fail" and "engine_defaults" not in result.detail, result.message
 
 
 def test_llama_server_gives_gpt_oss_templates_reasoning_content_as_thinking() -> None:
@@ -310,3 +321,45 @@ def test_joined_text_parts_are_recognized_at_the_engines_own_clock(monkeypatch: 
     dated = "{{ strftime_now('%Y-%m-%d') }}\n" + STRINGIFIES
     result = check(context(good, dated, probes=(PARTS,)), "engine-parity")
     assert result.status == "info" and result.detail["joins_text_parts"] is True, result.message
+
+
+IMAGE = Probe(
+    "image",
+    (
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "x.png"}}, {"type": "text", "text": "Hi"}],
+        },
+    ),
+    None,
+    False,
+)
+# Writes an image part as [IMG] and a text part's text: an engine that leaves images out writes no [IMG].
+READS_IMAGES = (
+    "{%- for m in messages -%}<|im_start|>{{ m.role }}\n"
+    "{%- if m.content is string -%}{{ m.content }}{%- else -%}"
+    "{%- for p in m.content -%}{{ '[IMG]' if p.type == 'image_url' else p.text }}{%- endfor -%}{%- endif -%}"
+    "<|im_end|>\n{%- endfor -%}"
+)
+
+
+def test_an_image_the_engine_leaves_out_is_its_request_handling_info(
+    monkeypatch: pytest.MonkeyPatch, good: Path
+) -> None:
+    _stubbed(monkeypatch, JinjaStub(joins_parts=True))
+    result = check(context(good, READS_IMAGES, probes=(IMAGE,)), "engine-parity")
+    assert result.status == "info" and result.cause == "input normalization", result.message
+    assert "transformers <|im_start|>user⟨here⟩[IMG]Hi<|im_end|> vs stub <|im_start|>user⟨here⟩Hi<|im_end|>" in (
+        result.message
+    )
+    assert "stub leaves out a message's parts without text (an image) and joins its text parts into one string" in (
+        result.message
+    )
+    assert "transformers given the request so rewritten renders exactly so" in result.message
+    assert result.detail["joins_text_parts"] is True and "the text alone" in result.hint
+
+
+def test_an_image_left_out_beside_another_difference_still_fails(monkeypatch: pytest.MonkeyPatch, good: Path) -> None:
+    _stubbed(monkeypatch, JinjaStub(joins_parts=True, mangle=lambda text: text.replace("<|im_end|>", " <|im_end|>")))
+    result = check(context(good, READS_IMAGES, probes=(IMAGE,)), "engine-parity")
+    assert result.status == "fail" and "preprocessing" not in result.detail, result.message

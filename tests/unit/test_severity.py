@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from hf_chat_templates.template.analysis import reads_content_parts
 from hf_chat_templates.verification.context import VERIFY_CLOCK
 from hf_chat_templates.verification.dataset import carried_fields
 from hf_chat_templates.verification.runner import run_checks
@@ -138,6 +139,86 @@ def test_a_crash_on_what_the_template_never_reads_is_a_limit_of_its_format(good:
     assert "the template has no tool-call support" in json.dumps(dropped.detail)
     trained = check(context(good, PLAIN_CHATML, training=True, data_fields={"content_parts": 2}), "renders")
     assert trained.status == "warn" and trained.probe == "content-parts"
+
+
+# String content only, as Nemotron Nano 2 ships it: `.replace` on every content, `is string` asked of tool-call
+# arguments (never of content), no loop over content. A list of parts raises UndefinedError.
+STRING_ONLY = (
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' + (m.content or '').replace('/think', '') -}}"
+    "{%- for c in m.tool_calls or [] -%}{{- '<tool_call>' + c.function.name + ' ' + (c.function.arguments "
+    "if c.function.arguments is string else c.function.arguments | tojson) + '</tool_call>' -}}{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_a_crash_on_parts_a_string_only_template_never_reads_is_a_stated_limit(good: Path) -> None:
+    result = check(context(good, STRING_ONLY), "renders")
+    assert result.status == "info" and result.probe == "content-parts", result.message
+    assert "the template never reads content given as a list of parts and raises on them (UndefinedError: " in (
+        result.message
+    )
+    assert "it takes string content only, and llama.cpp and vLLM join a message's text parts into one string" in (
+        result.message
+    )
+    assert result.hint is not None and result.hint.startswith("pass content as one string in training")
+    assert {f.severity for f in result.findings} == {"info"}
+
+
+# Reads the user's parts, concatenates every other content as a string (LFM2's shape): parts it claims to take
+# crash for the system message
+PARTS_FOR_USERS = STRING_ONLY.replace(
+    "(m.content or '').replace('/think', '')",
+    "(m.content or '' if m.role != 'user' or m.content is string else m.content | map(attribute='text') | join(''))",
+)
+# Asks whether content is a string, and still concatenates a list
+ASKS_THE_TYPE = STRING_ONLY.replace(
+    "(m.content or '').replace('/think', '')", "(m.content or '' if m.content is string else m.content + '')"
+)
+
+
+@pytest.mark.parametrize(
+    ("template", "reads"),
+    [
+        ("{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}", True),
+        ("{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% endif %}{% endfor %}", True),
+        (
+            "{% for m in messages %}{% set c = m.content | default('') %}{% set d = c %}{{ d is mapping }}{% endfor %}",
+            True,
+        ),
+        ("{{ messages[0].content[0]['text'] }}", True),
+        ("{{ messages[0].content | map(attribute='text') | join }}", True),
+        # `is string` asked of arguments, `type` read of a tool call: nothing about content
+        (
+            "{% for m in messages %}{{ m.content }}{% for c in m.tool_calls %}{{ c['type'] }}"
+            "{{ c.function.arguments is string }}{% endfor %}{% endfor %}",
+            False,
+        ),
+        ("{% for m in messages %}{{ m.content.replace('a', 'b') }}{% endfor %}", False),
+    ],
+)
+def test_a_template_reads_content_parts_when_it_loops_asks_the_type_or_reads_a_text(template: str, reads: bool) -> None:
+    assert reads_content_parts(template) is reads
+
+
+@pytest.mark.parametrize("template", [PARTS_FOR_USERS, ASKS_THE_TYPE], ids=["parts-for-users", "asks-the-type"])
+def test_a_crash_on_parts_a_template_reads_stays_an_error(good: Path, template: str) -> None:
+    result = check(context(good, template), "renders")
+    assert result.status == "fail", result.message
+    system = next(f for f in result.findings if f.probe == "parts-system")
+    assert system.severity == "error" and "does not render in transformers' sandbox" in system.text
+
+
+def test_a_crash_that_joined_parts_do_not_cure_stays_an_error(good: Path) -> None:
+    # the template concatenates content and arguments: with the parts joined, the dict arguments still raise
+    concatenates = STRING_ONLY.replace(
+        "(c.function.arguments if c.function.arguments is string else c.function.arguments | tojson)",
+        "c.function.arguments",
+    ).replace("(m.content or '').replace('/think', '')", "(m.content or '')")
+    result = check(context(good, concatenates), "renders")
+    parts = next(f for f in result.findings if f.probe == "agent-call-with-content-parts")
+    assert parts.severity == "error" and "does not render in transformers' sandbox" in parts.text
+    assert next(f for f in result.findings if f.probe == "content-parts").severity == "info"
 
 
 def test_a_crash_on_what_the_template_reads_stays_an_error(good: Path) -> None:

@@ -105,6 +105,50 @@ def test_each_placeholder_shape_is_found(good: Path, written: str) -> None:
     assert result.status == "warn" and f"placeholder {written} as text" in result.message
 
 
+# functionary's call formats: several fields laid out by markup alone, on one line or on lines of their own
+SYNTAXES = [
+    (
+        "If you call a function, reply in the following format:\\n<{start_tag}={function_name}>{parameters}{end_tag}\\n"
+        "where start_tag => `<function`\\n",
+        "{start_tag}",
+        "<{start_tag}={function_name}>{parameters}{end_tag}",
+    ),
+    (
+        "Respond in this format:\\n>>>${recipient}\\n${content}\\nAvailable functions:\\n",
+        "{recipient}",
+        ">>>${recipient}\\n${content}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("prompt", "first", "syntax"), SYNTAXES, ids=["one-line", "two-lines"])
+def test_fields_laid_out_by_markup_describe_a_syntax_info(good: Path, prompt: str, first: str, syntax: str) -> None:
+    result = check(context(good, "{{- '" + prompt + "' -}}" + GOOD), "structure")
+    assert result.status == "info" and result.cause == "template", result.message
+    assert f"the template writes the placeholder {first} as text" in result.message
+    assert f"it is one of the fields of `{syntax}`, laid out by markup alone: a format description" in result.message
+    assert all(f.severity == "info" for f in result.findings)
+
+
+# A field in a sentence, alone on its line, beside another with no markup between, or Jinja nested in a literal:
+# each a value left unfilled
+STRAYS = [
+    ("Reply as {persona} to {user}.\\n", "{persona}"),
+    ("Call <{name}> with {arguments} as JSON.\\n", "{name}"),
+    ("{system}\\n{prompt}\\n", "{system}"),
+    ("<|system|>\\n{system_message}\\n<|user|>\\n{prompt}\\n", "{system_message}"),
+    ("{{ bos_token }}{{ system_message }}\\n", "{{ bos_token }}"),
+    ("You are {system_message}.\\n>>>${recipient}\\n", "{system_message}"),
+]
+
+
+@pytest.mark.parametrize(("prompt", "first"), STRAYS)
+def test_a_stray_placeholder_stays_a_warning(good: Path, prompt: str, first: str) -> None:
+    result = check(context(good, "{{- '" + prompt + "' -}}" + GOOD), "structure")
+    assert result.status == "warn", result.message
+    assert f"the template writes the placeholder {first} as text" in result.message
+
+
 def test_json_and_content_are_not_placeholders(good: Path) -> None:
     """A tool schema, JSON instructions and content that spells braces are never placeholders."""
     template = "{{- 'Reply {\"name\": <function-name>} or pay $5 to $HOST_x\\n' -}}" + GOOD

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from ... import _compat
 from ..limits import RenderBudget, RenderLimits, check_output, limited
 from ..rendering import Rendered, _is_refusal, describe_exception
-from .base import EngineRendered, RenderJob
+from .base import EngineRendered, Messages, RenderJob, RequestRewrite, Tools
 
 ContentFormat = Literal["string", "openai"]
 
@@ -300,6 +300,68 @@ def vllm_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | Non
     return dumped
 
 
+# ---- the steps of the preprocessing a template cannot see past ----------------------------------------------------
+
+
+def parsed_arguments(messages: Messages, tools: Tools) -> tuple[Messages, Tools]:
+    """The JSON-string tool-call arguments that parse into an object, parsed, as `_postprocess_messages` does. The
+    arguments vLLM replaces with `{}` (empty, not JSON, not an object) are left: that loses them, it is no rewrite."""
+    rewritten, changed = [], False
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and isinstance(calls, list):
+            parsed_calls = []
+            for call in calls:
+                function = call.get("function") if isinstance(call, dict) else None
+                arguments = function.get("arguments") if isinstance(function, dict) else None
+                parsed = _json_object(arguments) if isinstance(arguments, str) else None
+                if parsed is not None and isinstance(function, dict):
+                    call, changed = {**call, "function": {**function, "arguments": parsed}}, True
+                parsed_calls.append(call)
+            message = {**message, "tool_calls": parsed_calls}
+        rewritten.append(message)
+    return (rewritten if changed else messages), tools
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def null_tool_fields(messages: Messages, tools: Tools) -> tuple[Messages, Tools]:
+    """A tool function given without `description` or `parameters` with them as None, in the order the request's
+    pydantic model dumps them (`FunctionDefinition`: name, description, parameters, then the rest)."""
+    rewritten, changed = [], False
+    for tool in tools or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and any(key not in function for key in ("description", "parameters")):
+            declared = {key: function.get(key) for key in ("name", "description", "parameters")}
+            tool, changed = {**tool, "function": {**declared, **function}}, True
+        rewritten.append(tool)
+    return messages, (rewritten if changed else tools)
+
+
+# What vLLM's preprocessing does that the template writes as it is given (`engine-parity` names them when they
+# explain a difference): the rest of it (string content sent as parts, keys dropped, None content sent as "") may
+# break a template that reads the request as transformers gives it, and stays a difference to report.
+REQUEST_REWRITES = (
+    RequestRewrite(
+        "parses JSON-string tool-call arguments into objects",
+        "pass tool-call arguments as objects in training, as vLLM hands them to the template, to train what it serves",
+        parsed_arguments,
+    ),
+    RequestRewrite(
+        "passes `parameters: null` (and `description: null`) for a tool given without them",
+        'give every tool a parameters schema (`{"type": "object", "properties": {}}` for none), so that '
+        "training and vLLM render it alike",
+        null_tool_fields,
+    ),
+)
+
+
 # ---- the profile --------------------------------------------------------------------------------------------------
 
 
@@ -308,6 +370,7 @@ class VllmEngine:
 
     name = "vllm"
     label = f"vllm ({VLLM_VERSION})"  # how findings name it: the vLLM source reproduced
+    request_rewrites = REQUEST_REWRITES
 
     def __init__(self, limits: RenderLimits | None = None) -> None:
         self.limits = limits or RenderLimits.from_env()

@@ -10,10 +10,13 @@ from typing import Any
 
 from ...conversations.normalize import REASONING_FIELDS
 from ...conversations.probes import Probe, Sentinel
+from ...template.analysis import reads_content_parts
+from ...template.engines.base import joined_text_parts, text_of_media_messages
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult, Finding, verdict
 from .call_turns import beside_calls, call_turn_hint
+from .nulls import content_null_crashes
 
 _KIND_NAMES = {
     "content": "content",
@@ -83,19 +86,39 @@ _CLAIMS = {
     "tool_calls": re.compile(r"\btool_calls\b|\bfunction_call\b"),
     "parallel_calls": re.compile(r"\btool_calls\b"),
     "tool_results": re.compile(r"""['"](?:tool|ipython|function|observation|tool_results?)['"]"""),
-    "content_parts": re.compile(
-        r"""\bis\s+(?:not\s+)?(?:string|iterable|sequence|mapping)\b|['"]type['"]|\.type\b|\.text\b|['"]text['"]"""
-    ),
     "reasoning": re.compile(r"reasoning_content|\bthinking\b|</think>|\[/THINK\]"),
 }
+
+
+def _raised_on(ctx: VerifyContext, probe: Probe, unclaimed: list[str]) -> bool:
+    """Whether the crash is on what the template does not support: for content parts alone, the probe renders once
+    each message's parts are one string (as llama.cpp and vLLM send them); a probe that still crashes crashes on
+    something else, which the template claims."""
+    if unclaimed != ["content_parts"]:
+        return True
+    messages, tools = text_of_media_messages(*joined_text_parts(probe.message_list(), probe.tool_list()))
+    joined = ctx.renderer.render(
+        messages,
+        tools,
+        add_generation_prompt=probe.add_generation_prompt,
+        continue_final_message=probe.continue_final_message,
+    )
+    return joined.ok
+
+
+def _names(ctx: VerifyContext, capability: str) -> bool:
+    """Whether the template's text names a capability (`_CLAIMS`); for content parts, whether its syntax tree reads
+    them (`reads_content_parts`: a loop over content, a type test of content, a part's text)."""
+    if capability == "content_parts":
+        return any(reads_content_parts(t) for t in (ctx.template, ctx.tool_template) if t)
+    return bool(_CLAIMS[capability].search(ctx.template + (ctx.tool_template or "")))
 
 
 def _unclaimed(ctx: VerifyContext, probe: Probe) -> list[str]:
     """The capabilities the probe carries that the template shows nowhere and never names: what a crash on it says
     the template does not support (empty when it names one of them: a crash on what it reads is an error)."""
     missing = lacking(ctx, probe)
-    texts = ctx.template + (ctx.tool_template or "")
-    return [] if any(_CLAIMS[c].search(texts) for c in missing) else missing
+    return [] if any(_names(ctx, c) for c in missing) else missing
 
 
 def _unsupported(ctx: VerifyContext, probe: Probe, missing: list[str], error: str | None) -> Finding:
@@ -107,9 +130,23 @@ def _unsupported(ctx: VerifyContext, probe: Probe, missing: list[str], error: st
         f"probe {probe.id} ({probe.description}): the template never reads {what} and raises on them ({error}): "
         f"it does not support {what}"
     )
+    hint = None
+    if missing == ["content_parts"]:
+        text += f"; it takes string content only, and {STRING_CONTENT_SERVED}"
+        hint = STRING_CONTENT_HINT
     if severity == "warning":
         text += _unrenderable(ctx)
-    return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity)
+    return Finding(probe.id, text, {"error": error, "lacks": missing}, severity=severity, hint=hint)
+
+
+# How engines serve a template that takes string content only, and what training does about it.
+STRING_CONTENT_SERVED = (
+    "llama.cpp and vLLM join a message's text parts into one string (with newlines) before rendering such a template"
+)
+STRING_CONTENT_HINT = (
+    "pass content as one string in training (text parts joined with newlines, as llama.cpp and vLLM join them "
+    "when serving), or train a template that reads content parts"
+)
 
 
 def _unrenderable(ctx: VerifyContext) -> str:
@@ -137,7 +174,7 @@ def renders(ctx: VerifyContext) -> CheckResult:
             )
         elif r.refused:
             finding = _refusal(ctx, probe, reason, r.error)
-        elif not probe.must_render and (unclaimed := _unclaimed(ctx, probe)):
+        elif not probe.must_render and (unclaimed := _unclaimed(ctx, probe)) and _raised_on(ctx, probe, unclaimed):
             finding = _unsupported(ctx, probe, unclaimed, r.error)
         else:
             finding = Finding(
@@ -147,8 +184,9 @@ def renders(ctx: VerifyContext) -> CheckResult:
             )
         _explain_content_none(finding, content_none_effect(ctx, probe))
         findings.append(finding)
+    findings += content_null_crashes(ctx)
     for finding in findings:
-        if finding.severity is not None and finding.severity != "error":
+        if finding.severity is not None and finding.severity != "error" and finding.hint is None:
             finding.hint = (
                 "the template states what it does not support; convert such inputs before rendering, or train a "
                 "template that supports them"
@@ -349,20 +387,18 @@ _TOOL_GROUP = ("tools", "tool_calls", "tool_results")
 
 
 def _claims(ctx: VerifyContext, capability: str) -> bool:
-    """Whether the template's text names a capability (see `_CLAIMS`), or for tools any of the tool group or a
-    `functions` list of its own."""
-    text = ctx.template + (ctx.tool_template or "")
+    """Whether the template names a capability (see `_names`), or for tools any of the tool group or a `functions`
+    list of its own."""
     if capability in _TOOL_GROUP:
-        return any(_CLAIMS[c].search(text) for c in _TOOL_GROUP) or bool(re.search(r"\bfunctions\b", text))
-    return bool(_CLAIMS[capability].search(text))
+        text = ctx.template + (ctx.tool_template or "")
+        return any(_names(ctx, c) for c in _TOOL_GROUP) or bool(re.search(r"\bfunctions\b", text))
+    return _names(ctx, capability)
 
 
 def _reads(ctx: VerifyContext, capability: str) -> bool:
     """Whether the template renders a capability and names it: a template that writes every role the same way shows
     a tool result as it shows any message, which says nothing of tool support."""
-    return ctx.capabilities.get(capability) == "yes" and bool(
-        _CLAIMS[capability].search(ctx.template + (ctx.tool_template or ""))
-    )
+    return ctx.capabilities.get(capability) == "yes" and _names(ctx, capability)
 
 
 def _reasoning_in_content(ctx: VerifyContext) -> str | None:

@@ -4,9 +4,12 @@ engine serves it, compared with transformers' rendering.
 Per engine the check says whether the template loads, how many probes render, which are identical, where the first
 difference lies (position, message, both sides) and which fail; a failure or difference names the Jinja construct
 to blame and its portable rewrite (`template.engines.constructs`). A difference that is the engine's documented
-behaviour (TGI's `tojson` escaping, a variable llama-server defines on its own) is a warning that says so; a list or
-dict the template prints whole, which transformers writes as Python's repr and an engine as JSON, is a note (the
-template does not read the value: `values-faithful` and `nothing-dropped` judge that). Each engine renders all
+behaviour (TGI's `tojson` escaping) is a warning that says so. A difference the engine's own request handling
+explains entirely is info naming it: a variable llama-server defines on its own, text parts joined into a string,
+images left out, vLLM's parsed arguments and null tool parameters (`RequestRewrite`); the proof is transformers
+given the request so rewritten rendering the engine's very text, and any other difference keeps its severity. A
+list or dict the template prints whole, which transformers writes as Python's repr and an engine as JSON, is a note
+(the template does not read the value: `values-faithful` and `nothing-dropped` judge that). Each engine renders all
 probes in one batch; a profile that cannot run here is skipped with its reason, in the message and in
 `detail["engines"]`.
 """
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...conversations.probes import Probe
-from ...template.engines.base import Engine, RenderJob
+from ...template.engines.base import JOINED_TEXT_PARTS, MEDIA_LEFT_OUT, Engine, RenderJob, RequestRewrite
 from ...template.engines.constructs import Blame, blame_difference, blame_error
 from ...template.engines.registry import engine_profiles
 from ...template.rendering import Rendered, frozen_clock
@@ -36,11 +39,10 @@ CRLF_HINT = "save the template with LF line endings (hf-chat-templates install w
 # How a profile that returns a plain `Rendered` words a request its engine refuses before any template runs (an
 # `EngineRendered` says it with `input_refused`).
 REFUSES_REQUEST = " refuses the request: "
-JOINED_PARTS = (
-    "{engine} joins a message's text parts with newlines into one string before rendering, as that server does, and "
-    "transformers renders that string exactly so: the engine's normalization, not the template's"
+PREPROCESSED = (
+    "{engine} {steps} before rendering, as that server does; the template writes what it is given, and transformers "
+    "given the request so rewritten renders exactly so: the engine's request handling, not the template's"
 )
-JOINED_HINT = "send content as one string (parts joined as you trained them) to serve exactly what was trained"
 STRINGIFIED = (
     "{engine} prints a list or dict the template writes whole as JSON where transformers prints Python's repr: the "
     "same value, written whole by both; only how a stringified value looks differs"
@@ -137,13 +139,14 @@ def rerender(
     probe: Probe,
     messages: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Rendered:
-    """transformers' rendering of the probe (or of `messages` in its place) at the engine's clock, with `extra`
-    variables: what the engine's rendering is compared with once its own rewrite is applied."""
+    """transformers' rendering of the probe (or of `messages` and `tools` in their place) at the engine's clock, with
+    `extra` variables: what the engine's rendering is compared with once its own rewrite is applied."""
     with frozen_clock(getattr(engine, "fixed_clock", None) or CLOCKS[0]):
         return ctx.renderer.render(
             probe.message_list() if messages is None else messages,
-            probe.tool_list(),
+            probe.tool_list() if tools is None else tools,
             cache=False,
             add_generation_prompt=probe.add_generation_prompt,
             **(extra or {}),
@@ -218,13 +221,16 @@ def _difference(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, oth
         names = ", ".join(f"`{k}` = {json.dumps(v)}" for k, v in defaults.items())
         finding.text += f"; {SERVER_DEFAULTED.format(engine=label, names=names)}"
         finding.detail["engine_defaults"] = defaults
-        finding.severity, finding.cause = "warning", "engine"
+        finding.severity, finding.cause = "info", "engine"
         finding.hint = _defaults_hint(ctx, engine, probe, ours, defaults)
         return finding
-    if blame is None and _joins_text_parts(ctx, engine, probe, theirs):
-        finding.text += f"; {JOINED_PARTS.format(engine=label)}"
-        finding.detail["joins_text_parts"] = True
-        finding.severity, finding.cause, finding.hint = "info", "input normalization", JOINED_HINT
+    if blame is None and (steps := _preprocessing(ctx, engine, probe, theirs)):
+        finding.text += f"; {PREPROCESSED.format(engine=label, steps=' and '.join(step.says for step in steps))}"
+        finding.detail["preprocessing"] = [step.says for step in steps]
+        if JOINED_TEXT_PARTS in steps or MEDIA_LEFT_OUT in steps:
+            finding.detail["joins_text_parts"] = True
+        finding.severity, finding.cause = "info", "input normalization"
+        finding.hint = "; ".join(step.hint for step in steps)
         return finding
     if blame is None and note:  # the engine rewrote the input first, as it does when serving: its behaviour
         finding.text += f"; {note}"
@@ -292,22 +298,21 @@ def _defaults_hint(ctx: VerifyContext, engine: Engine, probe: Probe, ours: str, 
     return f"set {', '.join(defaults)} explicitly: in llama-server's `--chat-template-kwargs`, {both}"
 
 
-def _joins_text_parts(ctx: VerifyContext, engine: Engine, probe: Probe, theirs: str) -> bool:
-    """Whether the engine's rendering is transformers' with each message's text parts joined by a newline into one
-    string first, as llama-server and vLLM do for a template that also reads string content."""
-    messages = probe.message_list()
-    flattened = [
-        {**m, "content": "\n".join(p["text"] for p in m["content"])}
-        if isinstance(m.get("content"), list)
-        and m["content"]
-        and all(isinstance(p, dict) and p.get("type") == "text" for p in m["content"])
-        else m
-        for m in messages
-    ]
-    if flattened == messages:
-        return False
-    rendered = rerender(ctx, engine, probe, flattened)
-    return rendered.ok and rendered.text == theirs
+def _preprocessing(ctx: VerifyContext, engine: Engine, probe: Probe, theirs: str) -> list[RequestRewrite]:
+    """The steps of the engine's request handling (text parts joined into a string, images left out, as llama-server
+    and vLLM do, and the profile's own `request_rewrites`) that change the probe's request, when transformers given
+    the request so rewritten renders exactly the engine's text; else []."""
+    steps: list[RequestRewrite] = []
+    messages, tools = probe.message_list(), probe.tool_list()
+    for step in (JOINED_TEXT_PARTS, MEDIA_LEFT_OUT, *getattr(engine, "request_rewrites", ())):
+        rewritten, rewritten_tools = step.apply(messages, tools)
+        if rewritten != messages or rewritten_tools != tools:
+            steps.append(step)
+            messages, tools = rewritten, rewritten_tools
+    if not steps:
+        return []
+    rendered = rerender(ctx, engine, probe, messages, tools=tools)
+    return steps if rendered.ok and rendered.text == theirs else []
 
 
 def compare(

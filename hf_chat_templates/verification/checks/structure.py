@@ -20,7 +20,7 @@ from typing import Any
 from ...conversations.probes import Probe
 from ...families.tokens import render_surviving
 from ...template.analysis import reads_variable
-from ...template.placeholders import placeholders_written
+from ...template.placeholders import placeholders_written, syntax_description
 from ...template.syntax import template_literals
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict, visible
@@ -271,16 +271,32 @@ def last_turn_stop(ctx: VerifyContext, s: _Structure) -> list[Finding]:
 
 
 def placeholders(ctx: VerifyContext, s: _Structure) -> list[Finding]:
+    """A placeholder written as text: a warning, the model reads the placeholder, never the value it names. One of
+    several fields laid out by markup alone (`<{start_tag}={function_name}>{parameters}{end_tag}`) describes a
+    syntax the model is to read as written: info."""
     seen: dict[str, Finding] = {}
     for probe, text in s.rendered():
         for at, placeholder in placeholders_written(ctx.template, text, _own_text(probe)):
             if placeholder in seen:
                 continue
+            where = f"{_where(ctx, probe, at, text)}: {around(text, at, ctx.control_tokens)}"
+            syntax = syntax_description(text, at)
+            if syntax is not None:
+                seen[placeholder] = Finding(
+                    probe.id,
+                    f"probe {probe.id}: the template writes the placeholder {placeholder} as text at {where}; it is "
+                    f"one of the fields of `{visible(syntax)}`, laid out by markup alone: a format description, "
+                    "which the model reads as written",
+                    {"char_position": at, "placeholder": placeholder, "syntax": syntax},
+                    severity="info",
+                    cause="template",
+                    hint="nothing to fix when the fields describe a syntax; write the value where one is meant",
+                )
+                continue
             seen[placeholder] = Finding(
                 probe.id,
-                f"probe {probe.id}: the template writes the placeholder {placeholder} as text at "
-                f"{_where(ctx, probe, at, text)}: {around(text, at, ctx.control_tokens)}; the model reads the "
-                "placeholder itself, never the value it names",
+                f"probe {probe.id}: the template writes the placeholder {placeholder} as text at {where}; the model "
+                "reads the placeholder itself, never the value it names",
                 {"char_position": at, "placeholder": placeholder},
                 severity="warning",
                 hint="write the value ({{ system_message }} outside a string literal) or remove the placeholder",
