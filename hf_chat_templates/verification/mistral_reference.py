@@ -200,6 +200,29 @@ def default_system_prompt(texts: dict[str, str | None]) -> str | None:
     return found.group(1) if found else None
 
 
+_THINK_SECTION = re.compile(r"\[THINK\](.*?)\[/THINK\]", re.DOTALL)
+
+
+def _system_content(version: str, text: str) -> str | list[dict[str, str]]:
+    """A default system prompt as mistral-common's request carries it: where the template writes `[THINK]`…`[/THINK]`
+    in it and the version has those tokens (v13), each such section a thinking chunk (a ThinkChunk, encoded between
+    the [THINK] and [/THINK] tokens) and the text around them text chunks; else the text as it is (mistral-common
+    then encodes `[THINK]` as text, and a template that writes the token differs, as it should)."""
+    instruct = mistral_tokenizer(version).instruct_tokenizer
+    if getattr(instruct, "BEGIN_THINK", None) is None or not _THINK_SECTION.search(text):
+        return text
+    chunks: list[dict[str, str]] = []
+    pos = 0
+    for match in _THINK_SECTION.finditer(text):
+        if match.start() > pos:
+            chunks.append({"type": "text", "text": text[pos : match.start()]})
+        chunks.append({"type": "thinking", "thinking": match.group(1)})
+        pos = match.end()
+    if pos < len(text):
+        chunks.append({"type": "text", "text": text[pos:]})
+    return chunks
+
+
 def reference_ids(version: str, case: Case, default_system: str | None = None) -> list[int]:
     """mistral-common's ids for `case` (raises Unexpressible), with `default_system` as its system message when
     it has none."""
@@ -207,7 +230,7 @@ def reference_ids(version: str, case: Case, default_system: str | None = None) -
 
     messages = case.messages
     if default_system is not None and not any(m["role"] == "system" for m in messages):
-        messages = [{"role": "system", "content": default_system}, *messages]
+        messages = [{"role": "system", "content": _system_content(version, default_system)}, *messages]
     try:
         request = ChatCompletionRequest.from_openai(_openai_messages(messages), case.tools)
         training = not case.add_generation_prompt and case.messages[-1]["role"] == "assistant"
