@@ -278,6 +278,13 @@ def encode_text(version: str, text: str) -> list[int]:
     return out
 
 
+def special_ids(version: str, *names: str) -> tuple[int, ...] | None:
+    """The ids of the version's special tokens `names` (`[INST]`, `[AVAILABLE_TOOLS]`, …), or None when it lacks
+    one."""
+    found = _specials(version)[0]
+    return tuple(found[n] for n in names) if all(n in found for n in names) else None
+
+
 def pieces(version: str, ids: list[int]) -> list[str]:
     inner = mistral_tokenizer(version).instruct_tokenizer.tokenizer
     return [inner.id_to_piece(i) for i in ids]
