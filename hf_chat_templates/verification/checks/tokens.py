@@ -91,11 +91,11 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
             continue  # assembled for input the template does not support (phi-3's `<|tool|>`): no probe shows it
         written[token] = where
     as_text = markers_read_as_text(ctx, list(written))
-    for token, where in written.items():
+    for token, place in written.items():
         if token not in markup:
             controls.append(token)
         ids = ctx.tokenizer.encode(token, add_special_tokens=False)
-        finding = _atomic_finding(ctx, token, ids, where)
+        finding = _atomic_finding(ctx, token, ids, place)
         if finding is not None and _text_by_design(ctx, token, asserted, as_text is not None):
             finding.text += ": " + (
                 f"{as_text}; if the model was trained with it as one token, declare it with --control-token {token}"
