@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 RenderFn = Callable[[list[dict[str, Any]], bool], str]
+PROMPT_NOT_PREFIX = "the generation prompt before it is not a prefix of the conversation"
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def assistant_spans(
             continue
         prompt = render(messages[:i], True)
         if not full.startswith(prompt) or len(prompt) < pos:
-            untrained.append((i, "the generation prompt before it is not a prefix of the conversation"))
+            untrained.append((i, PROMPT_NOT_PREFIX))
             continue
         start = len(prompt)
         turn = full if i == last and not add_generation_prompt else render(messages[: i + 1], False)

@@ -130,6 +130,8 @@ class VerifyContext:
         self.begun_engines: dict[str, tuple[Any, Callable[[], dict[str, Rendered]]]] = {}
         # reference-parity's ids begun before the checks run (`references.begin`): by probe id, what the worker gave
         self.begun_references: Callable[[], dict[str, Any]] | None = None
+        # what a check computes once for others to read (`format_history`: the official format the template follows)
+        self.cache: dict[str, Any] = {}
         self._probe_ids: dict[str, list[int]] = {}
         self._boundaries: dict[str, list[int] | None] = {}
         self._token_ids: dict[str, int | None] = {}

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conversations.probes import Probe, core_probes
+from .mistral_request import BOS, default_system_prompt, openai_messages, system_content
 
 # What marks a template as Mistral's instruct format.
 MARKERS = ("[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[SYSTEM_PROMPT]")
@@ -54,7 +55,7 @@ PROBE_IDS = (
 SKELETON = ("generation-prompt", "plain", "plain@1", "system@2", "tools-declared@1", "tool-call@3")
 REQUIRED = SKELETON[:5]
 TOOL_MARKUP = ("[AVAILABLE_TOOLS]", "[TOOL_CALLS]", "[TOOL_RESULTS]")
-BOS, EOS = "<s>", "</s>"
+EOS = "</s>"
 _SPM_FILES = {
     "v1": "tokenizer.model.v1",
     "v2": "mistral_instruct_tokenizer_240216.model.v2",
@@ -180,26 +181,6 @@ class Unexpressible(Exception):
     """mistral-common refuses this conversation (its validator, or a version without the feature)."""
 
 
-def _openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages with JSON-string tool-call arguments, as an OpenAI request carries them."""
-    out = copy.deepcopy(messages)
-    for m in out:
-        for call in m.get("tool_calls") or []:
-            fn = call.get("function", call)
-            if not isinstance(fn.get("arguments"), str):
-                fn["arguments"] = json.dumps(fn.get("arguments", {}))
-    return out
-
-
-def default_system_prompt(texts: dict[str, str | None]) -> str | None:
-    """The system prompt the template writes when the conversation has none (Mistral Small 3.x, Devstral and
-    Magistral templates carry one, as the model repositories' SYSTEM_PROMPT.txt): mistral-common is given it as
-    the system message, so that the comparison is of the format, not of a default the template adds."""
-    text = texts.get("generation-prompt") or ""
-    found = re.match(re.escape(BOS) + r"\[SYSTEM_PROMPT\](.*?)\[/SYSTEM_PROMPT\]", text, re.DOTALL)
-    return found.group(1) if found else None
-
-
 def reference_ids(version: str, case: Case, default_system: str | None = None) -> list[int]:
     """mistral-common's ids for `case` (raises Unexpressible), with `default_system` as its system message when
     it has none."""
@@ -207,9 +188,10 @@ def reference_ids(version: str, case: Case, default_system: str | None = None) -
 
     messages = case.messages
     if default_system is not None and not any(m["role"] == "system" for m in messages):
-        messages = [{"role": "system", "content": default_system}, *messages]
+        thinks = getattr(mistral_tokenizer(version).instruct_tokenizer, "BEGIN_THINK", None) is not None
+        messages = [{"role": "system", "content": system_content(default_system, thinks)}, *messages]
     try:
-        request = ChatCompletionRequest.from_openai(_openai_messages(messages), case.tools)
+        request = ChatCompletionRequest.from_openai(openai_messages(messages), case.tools)
         training = not case.add_generation_prompt and case.messages[-1]["role"] == "assistant"
         return list(mistral_tokenizer(version, training).encode_chat_completion(request).tokens)
     except Exception as err:  # a version without tools, a validator's refusal: not a probe this version expresses
@@ -253,6 +235,13 @@ def encode_text(version: str, text: str) -> list[int]:
             out.append(specials[match.group()])
             pos = match.end()
     return out
+
+
+def special_ids(version: str, *names: str) -> tuple[int, ...] | None:
+    """The ids of the version's special tokens `names` (`[INST]`, `[AVAILABLE_TOOLS]`, …), or None when it lacks
+    one."""
+    found = _specials(version)[0]
+    return tuple(found[n] for n in names) if all(n in found for n in names) else None
 
 
 def pieces(version: str, ids: list[int]) -> list[str]:

@@ -21,6 +21,7 @@ from hf_chat_templates.verification.results import CheckResult
 from ..helpers import build_toy_tokenizer, check, context, corpus_names, corpus_templates, verify_recording_workers
 
 MISTRAL_DATA = Path(__file__).parents[1] / "data" / "mistral"
+UNSEEN = Path(__file__).parents[1] / "data" / "unseen"
 NEMO = corpus_templates("mistral-nemo")["default"].read_text(encoding="utf-8")
 
 
@@ -141,6 +142,16 @@ def test_a_template_no_version_renders_alike_is_info_naming_the_closest(folder: 
     assert "closest: v7-tekken; first difference: probe tools-declared" in result.message
 
 
+def test_ministral_reasoning_default_system_prompt_thinks_in_a_think_chunk(folder: Path) -> None:
+    """Ministral 3 Reasoning's default system prompt writes `[THINK]`…`[/THINK]` as the tokens: mistral-common v13
+    is given it as text, thinking and text chunks (a ThinkChunk, as its SystemMessage takes), and encodes it alike."""
+    template = (UNSEEN / "ministral-3-14b-reasoning" / "chat_template.jinja").read_text(encoding="utf-8")
+    result = parity(folder, template)
+    assert result.status == "pass", result.message
+    assert result.detail["reference_version"] == "v13-tekken"
+    assert result.detail["default_system_prompt"].startswith("# HOW YOU SHOULD THINK AND ANSWER")
+
+
 # ---- broken on purpose -----------------------------------------------------------------------------------------
 
 V03 = published("mistral-7b-instruct-v0.3")
@@ -201,6 +212,18 @@ def test_arguments_encoded_twice_are_named(folder: Path) -> None:
     call = next(e for e in new if e["case"] == "tool-call")
     assert call["message_index"] == 1 and call["reference_version"] == "v11-tekken"
     assert call["template_tokens"][0] == '"' and call["reference_tokens"][0] == '{"'
+
+
+def test_think_tokens_in_the_system_prompt_of_a_version_without_them_are_named(folder: Path) -> None:
+    """Mistral Small 3.2 (v11) with `[THINK]`…`[/THINK]` written into its default system prompt: v11 has no
+    thinking chunk, so mistral-common writes the text `[THINK]` where the template writes the token."""
+    template = broken(
+        S32, "You are Mistral Small 3, a Large", "You are Mistral Small 3[THINK]plan first[/THINK], a Large"
+    )
+    result, new = only_new(folder, S32, template)
+    assert result.status == "warn" and result.detail["reference_version"] == "v11-tekken", result.message
+    plain = next(e for e in new if e["case"] == "plain")
+    assert plain["template_tokens"][0] == "[THINK]" and plain["reference_tokens"][0] == "["
 
 
 def test_a_template_that_claims_mistral_commons_format_fails(folder: Path) -> None:

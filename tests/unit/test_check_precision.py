@@ -106,6 +106,48 @@ def test_a_piped_token_in_pieces_fails_whether_declared_or_not(tmp_path: Path) -
     assert result.status == "fail" and result.message.startswith("<|im_start|> is not one token")
 
 
+# Zephyr's format: <|user|>, <|assistant|> as text, every answer closed with the eos </s>.
+ZEPHYR = (
+    "{%- for m in messages -%}{{- '<|' + m.role + '|>\\n' + m.content + eos_token + '\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|assistant|>\\n' -}}{%- endif -%}"
+)
+
+
+def test_piped_markers_the_tokenizer_holds_none_of_before_its_own_eos_are_text(good: Path) -> None:
+    result = check(context(good, ZEPHYR), "control-tokens-atomic")
+    assert result.status == "info", result.message
+    assert result.message.startswith("<|assistant|> is not one token")
+    assert "the tokenizer registers none of the template's <|…|> markers (" in result.message
+    assert "every assistant turn ends with its registered stop token </s>: the model reads them as text" in (
+        result.message
+    )
+    assert "declare it with --control-token <|assistant|>" in result.message
+    assert {f.severity for f in result.findings} == {"info"}
+
+
+@pytest.mark.parametrize(
+    ("template", "registered"),
+    [
+        # ChatML's markers are special tokens by the format's definition, even before the eos
+        (GOOD.replace("'<|im_end|>\\n'", "'<|im_end|>' + eos_token + '\\n'"), []),
+        # one marker registered and another not: one forgotten
+        (ZEPHYR, ["<|assistant|>"]),
+        # earlier answers end with no stop token: nothing but the marker ends them (phi-3's way)
+        (ZEPHYR.replace("m.content + eos_token + '\\n'", "m.content + '<|end|>\\n'") + "{{- eos_token -}}", []),
+    ],
+    ids=["chatml-with-eos", "one-registered", "no-stop-after-each-answer"],
+)
+def test_piped_markers_without_that_evidence_stay_errors(tmp_path: Path, template: str, registered: list[str]) -> None:
+    folder = helpers.build_toy_tokenizer(tmp_path / "tok")
+    if registered:
+        tj = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        tj, _, _ = register_control_tokens(tj, registered, reuse_reserved=False)
+        (folder / "tokenizer.json").write_bytes(dump_json(tj))
+    result = check(context(folder, template), "control-tokens-atomic")
+    assert result.status == "fail", result.message
+    assert "is not one token" in result.message and "reads them as text" not in result.message
+
+
 SENTINEL = GOOD.replace(
     "{%- if m.content is string -%}",
     "{%- set note = m.note if m.note is defined else '<|NONE|>' -%}"

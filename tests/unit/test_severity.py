@@ -415,3 +415,50 @@ def test_a_template_with_a_tool_format_of_its_own_that_ignores_the_tools_given_d
     assert "has no tool support" not in json.dumps(dropped.detail)
     plain = check(context(good, PLAIN_CHATML), "nothing-dropped")
     assert "the template has no tool support" in json.dumps(plain.detail)
+
+
+# ---- text the format has the model generate -----------------------------------------------------------------------
+
+# Functionary's way: the generation prompt ends `>>>`, the model writes the recipient, `all\n` before an answer and
+# the tool's name before a call.
+RECIPIENT = (
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' -}}"
+    "{%- if m.role == 'assistant' -%}"
+    "{%- if m.content -%}{{- '>>>all\\n' + m.content -}}{%- endif -%}"
+    "{%- for c in m.tool_calls or [] -%}{{- '>>>' + c.function.name + '\\n' + (c.function.arguments if "
+    "c.function.arguments is string else c.function.arguments | tojson) -}}{%- endfor -%}"
+    "{%- else -%}{{- m.content -}}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n>>>' -}}{%- endif -%}"
+)
+
+
+def test_a_prefix_the_format_has_the_model_generate_is_info_naming_it(good: Path) -> None:
+    result = check(context(good, RECIPIENT), "completion-matches-content")
+    assert result.status == "info", result.message
+    assert "the trained answer starts with 'all\\n', which the template writes from a constant" in result.message
+    assert "where a tool call writes its own text instead: the format's own prefix" in result.message
+    assert result.detail["prefix"] == "all\n"
+    assert "parse the format's prefix off generated replies" in (result.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        # the same text before a tool call too: the generation prompt could hold it
+        ("'>>>' + c.function.name", "'>>>all\\n' + c.function.name", "is not the content"),
+        # another text before later answers: not the format's constant
+        ("'>>>all\\n' + m.content", "'>>>' + ('all' if loop.index0 < 2 else 'you') + '\\n' + m.content", "not the"),
+        # built from the message (its name, else a default): no literal of the template writes it
+        ("'>>>all\\n' + m.content", "'>>>' + (m.name or 'all') + '\\n' + m.content", "is not the content"),
+        # text between the answer and the stop token stays the model's to learn
+        ("'<|im_end|>\\n'", "'\\n<|im_end|>\\n'", "after the content comes '\\n' before the stop token"),
+    ],
+    ids=["every-turn", "differs-between-turns", "from-data", "before-the-stop"],
+)
+def test_a_prefix_that_is_not_the_formats_stays_an_error(good: Path, old: str, new: str, why: str) -> None:
+    assert old in RECIPIENT
+    template = RECIPIENT.replace(old, new)
+    result = check(context(good, template), "completion-matches-content")
+    assert result.status == "fail", result.message
+    assert why in result.message

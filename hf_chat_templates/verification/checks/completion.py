@@ -4,9 +4,14 @@ after a generation prompt that is its prefix. The format's own whitespace betwee
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+from jinja2 import nodes
+
 from ...conversations.probes import Probe
+from ...template.safety_findings import literal_value
+from ...template.syntax import parse_environment
 from ..context import VerifyContext
 from ..results import NO_STOP_TOKEN, CheckResult, Finding, around, first_difference, turn_end_hint, verdict, visible
 
@@ -78,6 +83,9 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
         return _prompt_not_prefix(ctx, probe, messages, prompt, full)
     tail = full[len(prompt) :]
     header = _generated_header(ctx, tail, answer)
+    prefix = _format_prefix(ctx, probe, prompt, full, tail[: tail.find(answer)]) if header is None else None
+    if prefix is not None:  # the format's own text the model writes first (functionary's recipient `all\n`)
+        header = prefix
     if header is None and (trimmed := _trimmed(ctx, probe, index, answer, tail)) is not None:
         trimmed.detail["char_position"] += len(prompt)
         return trimmed
@@ -125,7 +133,10 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             cause="input normalization" if own else None,
             hint="strip leading whitespace from answers in the data" if own else None,
         )
-    return _decoded_finding(ctx, probe, index, (prompt, header, answer, stop), full_ids, len(prompt_ids))
+    found = _decoded_finding(ctx, probe, index, (prompt, header, answer, stop), full_ids, len(prompt_ids))
+    if found is None and prefix is not None:
+        return _prefix_finding(ctx, probe, index, prefix, prompt)
+    return found
 
 
 def _decoded_finding(
@@ -153,6 +164,87 @@ def _decoded_finding(
         f"{ctx.pieces(completion[:8])} do not decode to the content then "
         f"{stop}",
         {"message_index": index, "token_position": start},
+    )
+
+
+def _format_prefix(ctx: VerifyContext, probe: Probe, prompt: str, full: str, prefix: str) -> str | None:
+    """`prefix`, the text between the generation prompt and the answer, when it is the format's own: a constant of
+    the template (a string literal that holds it right after text the generation prompt ends with: functionary's
+    `'>>>all\n'` after a prompt ending `>>>`), no data of the probe's, and written before every plain assistant
+    answer of the probe, where a tool-call turn writes something else after the same prompt (`_turns_diverge`).
+    Else None: text that comes from the data, that only some turns have, or that every turn has (the prompt could
+    hold it) is no format's. Whether every probe's answer has the same prefix is `completion_matches_content`'s."""
+    if not prefix or prefix.isspace() or any(s.text in prefix for s in probe.sentinels):
+        return None
+    if not any(
+        prompt.endswith(text[: text.find(prefix)]) for text in template_literals(ctx.template) if prefix in text
+    ):
+        return None
+    answers = [
+        m["content"]
+        for m in probe.messages
+        if m.get("role") == "assistant"
+        and isinstance(m.get("content"), str)
+        and m["content"]
+        and not m.get("tool_calls")
+    ]
+    if not all(prefix + answer in full for answer in answers):
+        return None
+    return prefix if _turns_diverge(ctx, prefix) else None
+
+
+def _turns_diverge(ctx: VerifyContext, prefix: str) -> bool:
+    """Whether the generation prompt ends where the model chooses what comes next: a tool-call turn continues the
+    same prompt with other text than `prefix` (functionary: `>>>` then `all\n` before an answer, the tool's name
+    before a call). A prefix every kind of turn writes is text the generation prompt could have held: no format's,
+    and the model is trained to write what the data never said. Computed once per prefix."""
+    key = f"completion-prefix:{prefix}"
+    if key not in ctx.cache:
+        ctx.cache[key] = any(_call_turn_continues(ctx, p, prefix) for p in ctx.probes)
+    return bool(ctx.cache[key])
+
+
+def _call_turn_continues(ctx: VerifyContext, probe: Probe, prefix: str) -> bool:
+    """Whether one of the probe's tool-call turns (no content) follows its generation prompt with text that does
+    not start with `prefix`."""
+    if probe.continue_final_message or not ctx.applicable(probe) or not ctx.rendered[probe.id].ok:
+        return False
+    for k in probe.generation_points:
+        turn = probe.messages[k]
+        if not turn.get("tool_calls") or turn.get("content"):
+            continue
+        request = ctx.snapshot(probe, k)
+        rendered = ctx.renderer.render(probe.message_list()[: k + 1], probe.tool_list())
+        text, whole = request.text or "", rendered.text or ""
+        if request.ok and rendered.ok and whole.startswith(text) and len(whole) > len(text):
+            return not whole[len(text) :].startswith(prefix)
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def template_literals(template: str) -> tuple[str, ...]:
+    """Every string the template writes or builds from a literal: its text between tags and its string constants."""
+    try:
+        tree = parse_environment().parse(template)
+    except Exception:  # a template that does not parse has no literals; `renders` reports it
+        return ()
+    found = {literal_value(node) for node in tree.find_all((nodes.TemplateData, nodes.Const))}
+    return tuple(text for text in found if isinstance(text, str) and text)
+
+
+def _prefix_finding(ctx: VerifyContext, probe: Probe, index: int, prefix: str, prompt: str) -> Finding:
+    """The format's own text between the generation prompt and the answer, a constant the template writes in every
+    assistant turn (functionary's recipient: the prompt ends `>>>`, the model writes `all\n` then the answer): the
+    model is trained to generate it, as it must at inference. A stated limit of the format: serving parses it off."""
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the trained answer starts with '{visible(prefix)}', which the template "
+        f"writes from a constant before every answer, after the generation prompt "
+        f"({around(prompt, len(prompt), ctx.control_tokens)}) where a tool call writes its own text instead: the "
+        "format's own prefix, which the model generates to choose an answer; serving should parse it off the reply",
+        {"message_index": index, "char_position": len(prompt), "prefix": prefix},
+        severity="info",
+        hint="parse the format's prefix off generated replies when serving; keep the generation prompt as it is",
     )
 
 
@@ -214,6 +306,14 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
         finding = _completion_finding(ctx, probe)
         if finding is not None:
             findings.append(finding)
+    prefixes = {f.detail["prefix"] for f in findings if "prefix" in f.detail}
+    if prefixes and (len(prefixes) > 1 or len([f for f in findings if "prefix" in f.detail]) < len(probes)):
+        # Not the same text before every answer: it depends on the turn, not the format
+        for f in findings:
+            if "prefix" in f.detail:
+                f.severity = None
+                f.text = f.text.split(", which the template")[0] + ": other answers start otherwise; the model is "
+                "trained on it"
     leads = [f for f in findings if "lead" in f.detail]
     if leads and len(leads) + sum(1 for f in findings if "lead" not in f.detail) < len(probes):
         # Some answers start with the whitespace and some do not: it depends on the content, not the format

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...conversations.probes import Probe
 from ..context import VerifyContext
+from ..format_history import PER_TURN_HINT, format_own
 from ..results import SEVERITIES, CheckResult, Finding, around, excerpt_bounds, first_difference, verdict
 
 PROMPT_HINT = "make the generation prompt exactly the text that begins a rendered assistant turn"
@@ -81,17 +82,22 @@ def _finding(ctx: VerifyContext, probe: Probe, k: int, request: str, full: str) 
         return _merge_finding(ctx, probe, k, (request_ids, full_ids), full, detail, consequence, last)
     history = ctx.renderer.render(probe.message_list()[:k], probe.tool_list())
     history_end = len(history.text or "") if history.ok and request.startswith(history.text or "") else None
+    # The official renderer the template follows renders the conversation with the same instability: the format's
+    # own, a stated limit met by training per turn.
+    own = format_own(ctx, probe, k, request, full)
+    if own is not None:
+        detail["format"] = own
     if history_end is not None and pos >= history_end:
         detail.update(message_index=k, where="generation prompt")
         return Finding(
             probe.id,
             f"probe {probe.id}: the generation prompt before {turn} differs from how the turn is rendered: the "
             f"request shows {around(request, shown, controls)}, the training rendering shows "
-            f"{around(full, shown, controls)}; {consequence}",
+            f"{around(full, shown, controls)}; {own or consequence}",
             detail,
-            severity="error" if last else "warning",
+            severity="info" if own else "error" if last else "warning",
             cause="template",
-            hint=PROMPT_HINT,
+            hint=PER_TURN_HINT if own else PROMPT_HINT,
         )
     index = _message_in_request(ctx, probe, k, request, pos)
     detail.update(message_index=index, where="history")
@@ -99,13 +105,17 @@ def _finding(ctx: VerifyContext, probe: Probe, k: int, request: str, full: str) 
         probe.id,
         f"probe {probe.id}: {_role(probe, index)} renders differently once the conversation goes past it: the "
         f"request before {turn} shows {around(request, shown, controls)}, the training rendering shows "
-        f"{around(full, shown, controls)}; training on the whole conversation trains later turns after a history the "
-        f"model never saw: train one sample per turn (prepare --per-turn: each assistant turn with its own "
-        f"request as prompt), or only the last turn (--train-on last)",
+        f"{around(full, shown, controls)}; "
+        + (
+            own
+            or "training on the whole conversation trains later turns after a history the model never saw: train "
+            "one sample per turn (prepare --per-turn: each assistant turn with its own request as prompt), or only "
+            "the last turn (--train-on last)"
+        ),
         detail,
-        severity="warning",
+        severity="info" if own else "warning",
         cause="template",
-        hint=HISTORY_HINT,
+        hint=PER_TURN_HINT if own else HISTORY_HINT,
     )
 
 

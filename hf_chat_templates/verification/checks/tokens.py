@@ -11,6 +11,8 @@ from ...template.syntax import template_literals
 from ...tokenizer.folder import GENERATION_CONFIG
 from ..context import RecordContext, VerifyContext
 from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
+from ..text_markers import PIPE_TOKEN as _PIPE_TOKEN
+from ..text_markers import markers_read_as_text
 
 
 def _rendered_probes(ctx: VerifyContext) -> Iterator[tuple[Probe, str]]:
@@ -26,20 +28,19 @@ def _asserted(ctx: VerifyContext) -> set[str]:
     return {*ctx.declared_controls, *(ctx.declared_stops or ()), *family, *ctx.stop_tokens}
 
 
-def _text_by_design(ctx: VerifyContext, token: str, asserted: set[str]) -> bool:
+def _text_by_design(ctx: VerifyContext, token: str, asserted: set[str], pipes_as_text: bool = False) -> bool:
     """An inferred token the tokenizer has no added token for, in a shape that is also plain text (`[INST]`,
     `<tool_call>`, `</parameter>`): models such as Mixtral are trained with it in pieces. `<|…|>` and `<｜…｜>`
-    (or half-piped, `<|turn>`), and Mistral's `[TOOL_CALLS]`-like names, are written only as tokens."""
+    (or half-piped, `<|turn>`), and Mistral's `[TOOL_CALLS]`-like names, are written only as tokens, unless
+    `pipes_as_text` (`markers_read_as_text` found the template's `<|…|>` markers to be text by design)."""
     return (
         token not in asserted
         and token not in ctx.added_tokens
-        and not _PIPE_TOKEN.fullmatch(token)
+        and (pipes_as_text or not _PIPE_TOKEN.fullmatch(token))
         and not _MISTRAL_TOKEN.fullmatch(token)
     )
 
 
-# `<|im_end|>`, `<｜User｜>`, and Gemma 4's half-piped `<|turn>` and `<turn|>`: shapes no text takes.
-_PIPE_TOKEN = re.compile(r"<[|｜].*>|<.*[|｜]>", re.DOTALL)
 # `[TOOL_CALLS]`, `[AVAILABLE_TOOLS]`, `[/TOOL_RESULTS]`: upper-case names joined by an underscore in brackets, which
 # Mistral's tokenizers hold as control tokens (unlike `[INST]`, plain text in its first vocabulary).
 _MISTRAL_TOKEN = re.compile(r"\[/?[A-Z]+(?:_[A-Z]+)+\]")
@@ -83,16 +84,24 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
     asserted = _asserted(ctx)
     literals = template_literals(ctx.template) + "\n" + template_literals(ctx.tool_template or "")
     controls = []
+    written: dict[str, tuple[str | None, int]] = {}
     for token in (*ctx.control_tokens, *markup):
         where = next(((pid, text.find(token)) for pid, text in texts.items() if token in text), (None, -1))
         if where[0] is None and token not in literals and token not in asserted:
             continue  # assembled for input the template does not support (phi-3's `<|tool|>`): no probe shows it
+        written[token] = where
+    as_text = markers_read_as_text(ctx, list(written))
+    for token, place in written.items():
         if token not in markup:
             controls.append(token)
         ids = ctx.tokenizer.encode(token, add_special_tokens=False)
-        finding = _atomic_finding(ctx, token, ids, where)
-        if finding is not None and _text_by_design(ctx, token, asserted):
-            finding.text += ": " + TEXT_TOKEN_NOTE.format(token=token)
+        finding = _atomic_finding(ctx, token, ids, place)
+        if finding is not None and _text_by_design(ctx, token, asserted, as_text is not None):
+            finding.text += ": " + (
+                f"{as_text}; if the model was trained with it as one token, declare it with --control-token {token}"
+                if as_text and _PIPE_TOKEN.fullmatch(token)
+                else TEXT_TOKEN_NOTE.format(token=token)
+            )
             finding.severity = "info"
             finding.hint = f"if the model was trained with {token} as one token: --control-token {token}"
         if finding is not None:

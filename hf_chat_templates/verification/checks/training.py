@@ -7,10 +7,11 @@ from typing import Any
 
 from ...conversations.probes import Probe
 from ...template.rendering import Renderer
-from ...template.spans import Span, TurnSpans, token_mask
+from ...template.spans import PROMPT_NOT_PREFIX, Span, TurnSpans, token_mask
 from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training_template
 from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
+from ..format_history import PER_TURN_HINT, format_own
 from ..results import NO_STOP_TOKEN, CheckResult, Finding, turn_end_hint, verdict, visible
 from .stability import data_whitespace_at
 
@@ -174,6 +175,21 @@ def _masked(
     return None, result
 
 
+def _untrained(ctx: VerifyContext, probe: Probe, index: int, why: str, text: str) -> Finding:
+    """Message `index` has no span; info when its request is not a prefix of the conversation in the official
+    renderer the template follows either (the format's own, met by training per turn)."""
+    own = None
+    if why == PROMPT_NOT_PREFIX and (request := ctx.snapshot(probe, index)).ok:
+        own = format_own(ctx, probe, index, request.text or "", text)
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index} is not trained: {why}" + (f"; {own}" if own else ""),
+        {"message_index": index, **({"format": own} if own else {})},
+        severity="info" if own else None,
+        hint=PER_TURN_HINT if own else None,
+    )
+
+
 def _check_probe(
     ctx: VerifyContext,
     probe: Probe,
@@ -187,9 +203,7 @@ def _check_probe(
     """The training template renders the probe's text, and its mask is the render-difference spans."""
     text = ctx.rendered[probe.id].text or ""
     for index, why in found.untrained:
-        untrained.append(
-            Finding(probe.id, f"probe {probe.id}: message {index} is not trained: {why}", {"message_index": index})
-        )
+        untrained.append(_untrained(ctx, probe, index, why, text))
     ids, offsets = ctx.renderer.encode_with_offsets(text)
     finding, result = _masked(ctx, probe, training, origin, text, ids, one_to_one)
     if finding is not None:

@@ -1,0 +1,73 @@
+"""Whether a template's `<|…|>` markers are text the model was trained on, not control tokens forgotten.
+
+`<|…|>` is the shape of control tokens (ChatML's `<|im_start|>`, Llama 3's `<|eot_id|>`), and a template that writes
+one the tokenizer does not hold is usually installed on the wrong tokenizer, or with its tokens unregistered. Some
+models are trained with such markers as text: Zephyr and Apriel write `<|user|>`, `<|assistant|>`, `<|end|>` in pieces
+and end every answer with the tokenizer's eos. The evidence that a template is such a one, read from the folder:
+
+- the tokenizer registers none of the template's `<|…|>` markers (one registered and another not is one forgotten);
+- every assistant turn ends with a stop token that is a registered special token the folder stops on (its
+  generation config or eos, or one declared), so nothing needs a marker to be a token for generation to stop;
+- none of them is ChatML's `<|im_start|>`/`<|im_end|>`, which the format defines as special tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..conversations.probes import Probe
+    from .context import VerifyContext
+
+# `<|im_end|>`, `<｜User｜>`, and Gemma 4's half-piped `<|turn>` and `<turn|>`: shapes no text takes.
+PIPE_TOKEN = re.compile(r"<[|｜].*>|<.*[|｜]>", re.DOTALL)
+# ChatML's markers: special tokens wherever the format is used (its definition makes them so), never text.
+CHATML = ("<|im_start|>", "<|im_end|>")
+
+
+def markers_read_as_text(ctx: VerifyContext, tokens: list[str]) -> str | None:
+    """Why the template's `<|…|>` markers (`tokens`, those it writes) are text the model was trained on, or None.
+    Zephyr and Apriel write `<|user|>`, `<|assistant|>`, `<|end|>` as text and end every answer with the tokenizer's
+    eos: the tokenizer registers none of the markers (one registered and another not is one forgotten), and every
+    assistant turn ends with a stop token that is a registered special token the folder stops on (so nothing needs
+    the markers to be tokens to stop). ChatML's markers are never text."""
+    pipes = [t for t in tokens if PIPE_TOKEN.fullmatch(t)]
+    if not pipes or any(t in ctx.added_tokens or t in CHATML for t in pipes):
+        return None
+    stops = ctx.stop_tokens
+    from_folder = ctx.declared_stops is not None or ctx.tokens.origin.endswith("where the template writes it")
+    if not stops or not from_folder or not all(s in ctx.added_tokens and ctx.added_tokens[s].special for s in stops):
+        return None
+    turns = next((p for p in ctx.probes if p.id == "multi-turn"), None)
+    if (
+        turns is None
+        or not ctx.rendered[turns.id].ok
+        or not _every_answer_stops(turns, ctx.rendered[turns.id].text, stops)
+    ):
+        return None
+    return (
+        f"the tokenizer registers none of the template's <|…|> markers ({', '.join(pipes)}) and every assistant turn "
+        f"ends with its registered stop token {stops[0]}: the model reads them as text (as Zephyr and Apriel are "
+        "trained)"
+    )
+
+
+def _every_answer_stops(probe: Probe, text: str | None, stops: tuple[str, ...]) -> bool:
+    """Whether a stop token follows each assistant answer of the probe's rendering before the next message."""
+    text = text or ""
+    pos, answers = 0, 0
+    messages = probe.messages
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if not isinstance(content, str) or not content or (at := text.find(content, pos)) < 0:
+            return False
+        pos = at + len(content)
+        if m.get("role") != "assistant":
+            continue
+        answers += 1
+        following = messages[i + 1].get("content") if i + 1 < len(messages) else None
+        end = text.find(following, pos) if isinstance(following, str) and following else len(text)
+        if not any(s in text[pos : end if end >= 0 else len(text)] for s in stops):
+            return False
+    return answers > 0
