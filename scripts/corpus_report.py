@@ -108,7 +108,7 @@ def known_report(base_name: str, show: bool) -> None:
         print(f"base tokenizer: {base_name}")
         for name in corpus_names():
             manifest = corpus_manifest(name)
-            kwargs = manifest.get("kwargs") or None
+            kwargs = manifest.get("kwargs") or {}
             known = manifest.get("known_failures", {})
             texts = [p.read_text(encoding="utf-8") for p in corpus_templates(name).values()]
             specials = [t for t in manifest["special_tokens"] if any(t in text for text in texts)]
@@ -193,11 +193,11 @@ def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
             shipped = model_folder(name, base, Path(tmp_name) / name, corpus=corpus)
             began = time.monotonic()
             try:
-                report, ctx = verify_with_context(shipped, TemplateChoice(kwargs=manifest.get("kwargs") or None))
+                report, ctx = verify_with_context(shipped, TemplateChoice(kwargs=manifest.get("kwargs") or {}))
             except Exception as exc:  # a crash is what this report counts, whatever verify raised
                 totals.update(templates=1, crashes=1, labeled=len(defects), misses=len(defects))
                 confirmed.update(labeled=len(with_found), misses=len(with_found))
-                missed_checks.update(defects)
+                missed_checks.update(list(defects))
                 print(f"{name:<30} CRASH {type(exc).__name__}: {exc}; {len(defects)} labeled defect(s) missed")
                 continue
             seconds = time.monotonic() - began

@@ -51,6 +51,8 @@ class TemplateChoice:
     allow_unwritten_tokens: bool = False
 
     def __post_init__(self) -> None:
+        if self.kwargs is None:  # "no kwargs", as the functions that took them loose accepted
+            object.__setattr__(self, "kwargs", {})
         # A list of tokens is taken too, kept as a tuple: a choice compares equal to the same choice
         for name in ("stop_tokens", "control_tokens"):
             value = getattr(self, name)
