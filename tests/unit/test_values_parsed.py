@@ -76,7 +76,11 @@ def test_every_syntax_gives_the_arguments_back(text: str) -> None:
         ('call:qz0toolname{city:<|"|>qz1argument<|"|>,limit:None}', "limit", "the Python literal 'None'"),
         ('<invoke name="qz0toolname">\n</invoke>', "city", "missing from the call"),
         ('<function=qz0toolname>\n<parameter=city>\n"qz1argument"\n</parameter>\n</function>', "city", "the string"),
-        ("<function=qz0toolname>\n<parameter=exact>\nTrue\n</parameter>\n</function>", "exact", "Python literal 'True'"),
+        (
+            "<function=qz0toolname>\n<parameter=exact>\nTrue\n</parameter>\n</function>",
+            "exact",
+            "Python literal 'True'",
+        ),
         ("<function=qz0toolname><parameter=limit>None</parameter></function>", "limit", "Python literal 'None'"),
         (
             "<function=qz0toolname><parameter=filters>{'unit': 'metric'}</parameter></function>",
@@ -155,7 +159,8 @@ def test_minimax_m2_drops_json_string_arguments(good: Path) -> None:
 
 def test_mistral_small_double_encodes_arguments(good: Path) -> None:
     result, errors = _values(good, "mistral-small-3.1")
-    assert result.status == "fail" and {e["probe"] for e in errors} == {"values-string-arguments"}
+    # and a tool result's text parts written as their list's repr (`content|string`)
+    assert result.status == "fail" and {e["probe"] for e in errors} == {"values-string-arguments", "parts-tool-result"}
     assert "the tool-call argument 'city' is encoded twice (arguments given as the JSON string" in result.message
 
 
@@ -180,7 +185,9 @@ def test_qwen3_coder_writes_python_literals_in_its_xml_parameters(good: Path) ->
     said = [e["message"] for e in errors]
     assert any(
         "the tool-call argument 'limit' of qz1toolname (XML parameters) is null, written as the Python literal "
-        "'None' where the syntax writes JSON ('null')" in m and "<parameter=⟨here⟩limit>\\nNone\\n</parameter>" in m
+        "'None' where the syntax writes JSON ('null')"
+        in m
+        and "<parameter=⟨here⟩limit>\\nNone\\n</parameter>" in m
         for m in said
     ), said
     assert "`| tojson`, not `| string`" in (result.hint or "")
@@ -293,7 +300,7 @@ def test_gemma_4_writes_json_string_arguments_inside_its_own_syntax(good: Path) 
     ctx = context(good, (CORPUS / "gemma-4" / "chat_template.jinja").read_text(encoding="utf-8"))
     result = check(ctx, "values-faithful")
     said = {e["probe"]: e["message"] for e in result.detail["examples"] if e["severity"] == "error"}
-    assert set(said) == {"values-string-arguments", "values-typed-arguments"}, said
+    assert set(said) == {"values-string-arguments", "values-typed-arguments", "parts-system"}, said
     assert said["values-string-arguments"].startswith(
         "probe values-string-arguments: message 1: the tool call of qz1toolname is written as a Gemma call that does "
         "not give its arguments back: it does not parse as a Gemma call: a key expected"

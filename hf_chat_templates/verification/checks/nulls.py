@@ -51,7 +51,8 @@ def null_literals(ctx: VerifyContext) -> list[Finding]:
         if not given.ok or text.count("None") <= expected.count("None"):
             continue
         pos = first_difference(text, expected)
-        index, key = nulls[0]
+        at = ctx.message_at(probe, pos)
+        index, key = next(((i, k) for i, k in nulls if i == at), nulls[0])
         shown, dropped = around(text, pos, ctx.control_tokens), around(expected, pos, ctx.control_tokens)
         findings.append(
             Finding(
