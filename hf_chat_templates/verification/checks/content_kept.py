@@ -30,9 +30,10 @@ def _empty(probe: Probe) -> list[int]:
     return [i for i, m in enumerate(probe.messages) if "content" in m and m["content"] is None]
 
 
-def kept(ctx: VerifyContext, probe: Probe) -> Rendered:
-    """The probe rendered with its None contents kept (every other None dropped, as transformers drops it)."""
-    empty = _empty(probe)
+def kept(ctx: VerifyContext, probe: Probe, *, none: bool = True) -> Rendered:
+    """The probe rendered as given with its None contents kept (every other None dropped, as transformers drops
+    it); with `none=False`, with them dropped too: what transformers renders, by the same path."""
+    empty = _empty(probe) if none else []
     messages = [
         {**{k: v for k, v in m.items() if v is not None}, **({"content": None} if i in empty else {})}
         for i, m in enumerate(probe.message_list())
@@ -61,8 +62,8 @@ def raises_on_none(ctx: VerifyContext) -> list[Finding]:
         if not ctx.rendered[probe.id].ok:
             continue
         given = kept(ctx, probe)
-        if given.ok or given.refused:
-            continue
+        if given.ok or given.refused or not kept(ctx, probe, none=False).ok:
+            continue  # (the last: rendering as given fails without the None too, so the None is not why)
         findings.append(
             Finding(
                 probe.id,
