@@ -299,11 +299,14 @@ def _content_probes(probes: list[Probe], fmt: str) -> None:
     _done(probes, b, "an answer with reasoning_content", requires=("reasoning",))
 
     # OpenAI-style records carry `reasoning_content: null` on turns without reasoning. transformers drops the key;
-    # a stack that passes messages as given hands the template None, which Jinja prints as `None`.
+    # a stack that passes messages as given hands the template None, which Jinja prints as `None`. Two answers: a
+    # template that writes reasoning only after the last (or first) answer writes it for one of them.
     b = _Builder("reasoning-null", fmt)
     b.add("user", "What is 3+3 {}?")
     b.add("assistant", "Six {}.", reasoning_content=None)
-    _done(probes, b, "an answer with reasoning_content null")
+    b.add("user", "And 4+4 {}?")
+    b.add("assistant", "Eight {}.", reasoning_content=None)
+    _done(probes, b, "two answers with reasoning_content null")
 
     b = _Builder("unicode", fmt)
     b.add("user", "Привет, мир {}! 你好，世界。🦙🔥👩‍👩‍👧")

@@ -179,6 +179,21 @@ def _call_shape_probes(probes: list[Probe], fmt: str) -> None:
         probes, b, "a tool call with text content beside it", tools=[weather_tool(tool_name)], requires=("tool_calls",)
     )
 
+    # trailing whitespace only: leading whitespace would meet the role header, which other checks judge
+    b = _Builder("agent-call-content-whitespace", fmt)
+    tool_name = b.word("toolname")
+    b.add("user", "Weather in Lyon {}?")
+    (id_,) = _call(b, tool_name, content="Let me look that up {}.  \n")
+    _result(b, id_, tool_name)
+    _answer(b, "Mild {}.")
+    _done(
+        probes,
+        b,
+        "a tool call with content ending in whitespace beside it",
+        tools=[weather_tool(tool_name)],
+        requires=("tool_calls",),
+    )
+
 
 def _call_history_probes(probes: list[Probe], fmt: str) -> None:
     """A call turn as the last message and as history, and a user turn right after a tool result."""
@@ -381,24 +396,29 @@ def _reasoning_probes(probes: list[Probe], fmt: str) -> None:
 def _part_probes(probes: list[Probe], fmt: str) -> None:
     """Content as a list of parts in every role, with image parts beside text."""
 
-    def parts(b: _Builder, role: str, capability: str | None, *extra: dict[str, Any], **fields: Any) -> None:
-        index, word = len(b.messages), b.word("part")
-        content = [*extra, {"type": "text", "text": f"Part text {word}."}]
+    def parts(
+        b: _Builder, role: str, capability: str | None, *extra: dict[str, Any], texts: int = 1, **fields: Any
+    ) -> None:
+        index, content = len(b.messages), list(extra)
+        for n in range(texts):
+            word = b.word("part")
+            content.append({"type": "text", "text": f"{' ' if n else ''}Part text {word}."})
+            b.note(word, "part", index, capability)
         b.messages.append({"role": role, "content": content, **fields})
-        b.note(word, "part", index, capability)
 
+    # two text parts each: a template that keeps only the first part's text (`content[0]['text']`) drops the other
     b = _Builder("parts-system", fmt)
-    parts(b, "system", "system")
+    parts(b, "system", "system", texts=2)
     b.add("user", "Hello {}.")
     b.add("assistant", "Hi {}.")
-    _done(probes, b, "system content as text parts", requires=("system", "content_parts"))
+    _done(probes, b, "system content as two text parts", requires=("system", "content_parts"))
 
     b = _Builder("parts-assistant", fmt)
     b.add("user", "Hello {}.")
-    parts(b, "assistant", None)
+    parts(b, "assistant", None, texts=2)
     b.add("user", "Again {}.")
-    parts(b, "assistant", None)
-    _done(probes, b, "assistant content as text parts", requires=("content_parts",))
+    parts(b, "assistant", None, texts=2)
+    _done(probes, b, "assistant content as two text parts", requires=("content_parts",))
 
     b = _Builder("parts-tool-result", fmt)
     tool_name = b.word("toolname")

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from .call_syntax import JSON_LITERALS, Bare, Reading, Text
 
 
+@dataclass(frozen=True)
+class _PythonLiteral:
+    """An XML parameter's text that is no JSON but a Python literal (`True`, `None`, `{'a': 1}`): what `| string`
+    writes of a value that is not a string."""
+
+    raw: str
+    value: Any
+
+
 def _text_value(raw: str, expected: Any) -> Any:
-    """An XML parameter's text as the argument's type reads it: a string as it is, anything else as JSON or a Python
-    literal (both are what such templates write: `| tojson`, or `| string` giving True and None)."""
+    """An XML parameter's text as the argument's type reads it: a string as it is, anything else as JSON (what
+    `| tojson` writes, and what the parsers of these formats read); a Python literal is kept apart to be named."""
     if isinstance(expected, str):
         return raw
     try:
@@ -21,8 +31,8 @@ def _text_value(raw: str, expected: Any) -> Any:
     except ValueError:
         pass
     try:
-        return ast.literal_eval(raw.strip())
-    except (ValueError, SyntaxError):
+        return _PythonLiteral(raw.strip(), ast.literal_eval(raw.strip()))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return Text(raw)
 
 
@@ -48,6 +58,13 @@ def mismatch(expected: Any, got: Any, syntax: str) -> str | None:
     """How `got` (read back in `syntax`) differs from `expected`, in words; None when it is the same value."""
     if isinstance(got, Text):
         got = _text_value(got.raw, expected)
+    if isinstance(got, _PythonLiteral):
+        written = json.dumps(expected, ensure_ascii=False)
+        same = "" if _same(expected, got.value) else f" (read as Python: {_kind(got.value)})"
+        return (
+            f"{_kind(expected)}, written as the Python literal {_short(got.raw)}{same} where the syntax writes "
+            f"JSON ({_short(written)}): the model learns Python's spelling, which a JSON parser does not read"
+        )
     if isinstance(got, Bare):
         if isinstance(expected, str) and got.word == expected:
             return "a string written without quotes (a bare word where the call needs a string literal)"

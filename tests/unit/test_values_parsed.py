@@ -42,7 +42,7 @@ GOOD_CALLS = {
     '"filters":{"unit":"metric"}}</s>',
     "pythonic": "[qz0toolname(city='qz1argument', exact=True, limit=None, days=3, filters={'unit': 'metric'})]",
     "qwen3-coder-xml": "<tool_call>\n<function=qz0toolname>\n<parameter=city>\nqz1argument\n</parameter>\n"
-    "<parameter=exact>\nTrue\n</parameter>\n<parameter=limit>\nNone\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+    "<parameter=exact>\ntrue\n</parameter>\n<parameter=limit>\nnull\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
     '<parameter=filters>\n{"unit": "metric"}\n</parameter>\n</function>\n</tool_call>',
     "minimax-xml": '<invoke name="qz0toolname">\n<parameter name="city">qz1argument</parameter>\n'
     '<parameter name="exact">true</parameter>\n<parameter name="limit">null</parameter>\n'
@@ -76,6 +76,17 @@ def test_every_syntax_gives_the_arguments_back(text: str) -> None:
         ('call:qz0toolname{city:<|"|>qz1argument<|"|>,limit:None}', "limit", "the Python literal 'None'"),
         ('<invoke name="qz0toolname">\n</invoke>', "city", "missing from the call"),
         ('<function=qz0toolname>\n<parameter=city>\n"qz1argument"\n</parameter>\n</function>', "city", "the string"),
+        (
+            "<function=qz0toolname>\n<parameter=exact>\nTrue\n</parameter>\n</function>",
+            "exact",
+            "Python literal 'True'",
+        ),
+        ("<function=qz0toolname><parameter=limit>None</parameter></function>", "limit", "Python literal 'None'"),
+        (
+            "<function=qz0toolname><parameter=filters>{'unit': 'metric'}</parameter></function>",
+            "filters",
+            "an object, written as the Python literal \"{'unit': 'metric'}\"",
+        ),
     ],
     ids=[
         "double-encoded",
@@ -89,6 +100,9 @@ def test_every_syntax_gives_the_arguments_back(text: str) -> None:
         "python-literal-in-gemma",
         "xml-dropped",
         "xml-quoted-string",
+        "xml-python-true",
+        "xml-python-none",
+        "xml-python-dict",
     ],
 )
 def test_each_defect_is_named(text: str, key: str | None, says: str) -> None:
@@ -140,12 +154,13 @@ def test_minimax_m2_drops_json_string_arguments(good: Path) -> None:
         'missing from the call (the data says "qz3argument")'
     )
     assert '<invoke·name="qz1toolnam' in result.message
-    assert "each value's text" in (result.hint or "")
+    assert "in XML parameters a string as its text" in (result.hint or "")
 
 
 def test_mistral_small_double_encodes_arguments(good: Path) -> None:
     result, errors = _values(good, "mistral-small-3.1")
-    assert result.status == "fail" and {e["probe"] for e in errors} == {"values-string-arguments"}
+    # and a tool result's text parts written as their list's repr (`content|string`)
+    assert result.status == "fail" and {e["probe"] for e in errors} == {"values-string-arguments", "parts-tool-result"}
     assert "the tool-call argument 'city' is encoded twice (arguments given as the JSON string" in result.message
 
 
@@ -164,7 +179,21 @@ def test_llama_32_pythonic_writes_strings_without_quotes(good: Path) -> None:
     ), said
 
 
-@pytest.mark.parametrize("name", ["qwen3-coder", "kimi-k2-instruct", "deepseek-v3.1"])
+def test_qwen3_coder_writes_python_literals_in_its_xml_parameters(good: Path) -> None:
+    result, errors = _values(good, "qwen3-coder")
+    assert result.status == "fail" and {e["probe"] for e in errors} == {"values-typed-arguments"}
+    said = [e["message"] for e in errors]
+    assert any(
+        "the tool-call argument 'limit' of qz1toolname (XML parameters) is null, written as the Python literal "
+        "'None' where the syntax writes JSON ('null')"
+        in m
+        and "<parameter=⟨here⟩limit>\\nNone\\n</parameter>" in m
+        for m in said
+    ), said
+    assert "`| tojson`, not `| string`" in (result.hint or "")
+
+
+@pytest.mark.parametrize("name", ["kimi-k2-instruct", "deepseek-v3.1"])
 def test_templates_that_write_their_calls_faithfully_pass(good: Path, name: str) -> None:
     result, errors = _values(good, name)
     assert errors == [], result.message
@@ -271,7 +300,7 @@ def test_gemma_4_writes_json_string_arguments_inside_its_own_syntax(good: Path) 
     ctx = context(good, (CORPUS / "gemma-4" / "chat_template.jinja").read_text(encoding="utf-8"))
     result = check(ctx, "values-faithful")
     said = {e["probe"]: e["message"] for e in result.detail["examples"] if e["severity"] == "error"}
-    assert set(said) == {"values-string-arguments", "values-typed-arguments"}, said
+    assert set(said) == {"values-string-arguments", "values-typed-arguments", "parts-system"}, said
     assert said["values-string-arguments"].startswith(
         "probe values-string-arguments: message 1: the tool call of qz1toolname is written as a Gemma call that does "
         "not give its arguments back: it does not parse as a Gemma call: a key expected"

@@ -17,7 +17,8 @@ from ..references import REFERENCES, reference_ids
 CALL_HINT = (
     "write each argument once, as the call's syntax requires: in JSON with `| tojson` (string arguments as given), "
     "in a Python call with strings quoted and escaped (`| tojson` writes a valid Python string) and True, False, "
-    "None as Python writes them, in XML parameters each value's text"
+    "None as Python writes them, in XML parameters a string as its text and any other value as JSON (`| tojson`, "
+    "not `| string`, which writes Python's True, None and {'a': 1})"
 )
 
 

@@ -272,17 +272,11 @@ def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: st
     at = tail.find(core) if core else -1
     if at < 0:
         return None
-    lead, trail = answer[: answer.find(core)], answer[answer.find(core) + len(core) :]
+    lead = answer[: answer.find(core)]
     kept_lead = next(lead[i:] for i in range(len(lead) + 1) if tail[:at].endswith(lead[i:]))
     if _generated_header(ctx, tail[: at - len(kept_lead)] + answer, answer) is None:
         return None
-    after = tail[at + len(core) :]
-    kept_trail = next(trail[:i] for i in range(len(trail), -1, -1) if after.startswith(trail[:i]))
-    lost = [
-        f"{side} '{visible(ws)}'"
-        for side, ws in (("leading", lead[: len(lead) - len(kept_lead)]), ("trailing", trail[len(kept_trail) :]))
-        if ws
-    ]
+    lost = _lost(answer, tail[:at], tail[at + len(core) :])
     if not lost:
         return None
     return Finding(
@@ -293,6 +287,51 @@ def _trimmed(ctx: VerifyContext, probe: Probe, index: int, answer: str, tail: st
         hint="write message content as given (drop `| trim`, `.strip()`), or strip the dataset's content before "
         "training so the data and the rendering agree",
     )
+
+
+def _lost(content: str, before: str, after: str) -> list[str]:
+    """The content's leading and trailing whitespace the rendering does not show around its text (`before` and
+    `after` it), each as `leading '…'`."""
+    core = content.strip()
+    lead, trail = content[: content.find(core)], content[content.find(core) + len(core) :]
+    kept_lead = next(lead[i:] for i in range(len(lead) + 1) if before.endswith(lead[i:]))
+    kept_trail = next(trail[:i] for i in range(len(trail), -1, -1) if after.startswith(trail[:i]))
+    return [
+        f"{side} '{visible(ws)}'"
+        for side, ws in (("leading", lead[: len(lead) - len(kept_lead)]), ("trailing", trail[len(kept_trail) :]))
+        if ws
+    ]
+
+
+def _trimmed_beside_calls(ctx: VerifyContext) -> list[Finding]:
+    """The content of a tool-call turn written trimmed (`'\n' + content | trim`): the text the model is trained to
+    write beside its calls is not the data's. Each probe once; content not written at all is nothing-dropped's."""
+    findings = []
+    for probe in ctx.probes:
+        text = ctx.rendered[probe.id].text or ""
+        if not ctx.applicable(probe) or not text:
+            continue
+        for index, m in enumerate(probe.messages):
+            content = m.get("content")
+            if not m.get("tool_calls") or not isinstance(content, str) or content.strip() in ("", content):
+                continue
+            at = text.find(content.strip())
+            if content in text or at < 0 or not (lost := _lost(content, text[:at], text[at + len(content.strip()) :])):
+                continue
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: message {index}: the content beside the tool calls is written trimmed: its "
+                    f"{' and '.join(lost)} whitespace is not trained (the template strips the content of a call "
+                    f"turn), so the model learns other text than the data says; "
+                    f"{around(text, at + len(content.strip()), ctx.control_tokens)}",
+                    {"message_index": index, "char_position": at, "lost": lost},
+                    hint="write a call turn's content as given (drop `| trim`, `.strip()`), or strip the dataset's "
+                    "content before training so the data and the rendering agree",
+                )
+            )
+            break
+    return findings
 
 
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:
@@ -320,6 +359,7 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
         for f in leads:
             f.severity = None
             f.text = f.text.split(": the model generates")[0] + ": other answers do not; the model is trained on it"
+    findings += _trimmed_beside_calls(ctx)
     if not probes:
         return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
     return verdict(

@@ -16,7 +16,7 @@ from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
 from ..results import CheckResult, Finding, verdict
 from .call_turns import beside_calls, call_turn_hint
-from .nulls import content_null_crashes
+from .content_kept import raises_on_none
 
 _KIND_NAMES = {
     "content": "content",
@@ -184,7 +184,7 @@ def renders(ctx: VerifyContext) -> CheckResult:
             )
         _explain_content_none(finding, content_none_effect(ctx, probe))
         findings.append(finding)
-    findings += content_null_crashes(ctx)
+    findings += raises_on_none(ctx)
     for finding in findings:
         if finding.severity is not None and finding.severity != "error" and finding.hint is None:
             finding.hint = (

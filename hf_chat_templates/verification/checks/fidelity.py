@@ -139,12 +139,15 @@ class _Probe:
         match = _STRUCTURE.search(self.text)
         if match is None:
             return []
-        index = next(i for i, m in enumerate(self.probe.messages) if isinstance(m.get("content"), list))
+        lists = [i for i, m in enumerate(self.probe.messages) if isinstance(m.get("content"), list)]
+        at = self.ctx.message_at(self.probe, match.start())
+        index = at if at in lists else lists[0]
+        field = _FIELDS.get(self.probe.messages[index]["role"], "content")
         return [
             self.finding(
                 index,
-                "the content is a list of text parts, written as the list itself (JSON or Python repr), "
-                "not as the parts' text",
+                f"the {field} is a list of text parts, written as data (the list itself, or each part, "
+                "as JSON or a Python repr), not as the parts' text",
                 match.start(),
                 _HINT_PARTS,
                 field="content",
@@ -381,6 +384,9 @@ def values_faithful(ctx: VerifyContext) -> CheckResult:
             findings += view.arguments()
         if calls and results:
             findings += view.call_ids()
+    # every other probe with content as parts: a list (or one part) printed as data, in any role (a tool result's
+    # parts written as each part's dict repr: GLM-4.7)
+    findings += [f for p in rendered if p not in ours for f in _Probe(ctx, p).parts()]
     plain = [p for p in rendered if _plain_data(p) and (calls or not any(_calls(p)))]
     findings += _literal_newlines(ctx, plain)
     findings += null_literals(ctx)

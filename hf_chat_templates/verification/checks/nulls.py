@@ -51,7 +51,8 @@ def null_literals(ctx: VerifyContext) -> list[Finding]:
         if not given.ok or text.count("None") <= expected.count("None"):
             continue
         pos = first_difference(text, expected)
-        index, key = nulls[0]
+        at = ctx.message_at(probe, pos)
+        index, key = next(((i, k) for i, k in nulls if i == at), nulls[0])
         shown, dropped = around(text, pos, ctx.control_tokens), around(expected, pos, ctx.control_tokens)
         findings.append(
             Finding(
@@ -67,51 +68,3 @@ def null_literals(ctx: VerifyContext) -> list[Finding]:
             )
         )
     return findings
-
-
-CONTENT_NULL_HINT = (
-    "write content that may be null through a test: `message.content or ''`, `{% if message.content %}` "
-    "(`| default('')` replaces an undefined value, not None)"
-)
-
-
-def content_null_crashes(ctx: VerifyContext) -> list[Finding]:
-    """The probes with a null content (an OpenAI-format tool-call turn) that transformers renders, having dropped
-    the key, and that raise once the null reaches the template as given, as TGI and transformers.js pass it: one
-    finding naming the first and how many more. A refusal by the template's raise_exception is left to its own
-    wording (a stated limit)."""
-    crashed: list[tuple[Probe, int, str]] = []
-    for probe in ctx.probes:
-        nulls = [i for i, m in enumerate(probe.messages) if "content" in m and m["content"] is None]
-        if not nulls or not ctx.rendered[probe.id].ok:
-            continue
-        # Only the content kept null: every other None dropped, as transformers drops it
-        messages = [
-            {**{k: v for k, v in m.items() if v is not None}, **({"content": None} if i in nulls else {})}
-            for i, m in enumerate(probe.message_list())
-        ]
-        given = ctx.renderer.render_as_given(
-            messages,
-            probe.tool_list(),
-            add_generation_prompt=probe.add_generation_prompt,
-            continue_final_message=probe.continue_final_message,
-        )
-        if not given.ok and not given.refused:
-            crashed.append((probe, nulls[0], given.error or "no output"))
-    if not crashed:
-        return []
-    probe, index, error = crashed[0]
-    more = f" (and {len(crashed) - 1} more probe(s))" if len(crashed) > 1 else ""
-    return [
-        Finding(
-            probe.id,
-            f"probe {probe.id}: message {index}'s content is null ({probe.messages[index]['role']}, as OpenAI-format "
-            f"tool-call turns send it), and the template raises on it when the message reaches it as given ({error})"
-            f"{more}: TGI and transformers.js pass the null and cannot serve such a conversation; transformers' "
-            "apply_chat_template drops the key and renders",
-            {"message_index": index, "error": error, "probes": [p.id for p, _, _ in crashed]},
-            severity="error",
-            cause="template",
-            hint=CONTENT_NULL_HINT,
-        )
-    ]

@@ -13,6 +13,7 @@ from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
 from ..format_history import PER_TURN_HINT, format_own
 from ..results import NO_STOP_TOKEN, CheckResult, Finding, turn_end_hint, verdict, visible
+from .content_kept import unclosed_calls
 from .stability import data_whitespace_at
 
 
@@ -265,7 +266,9 @@ def assistant_mask(ctx: VerifyContext) -> CheckResult:
             continue
         checked += 1
         _check_probe(ctx, probe, training, origin, found, findings, untrained, one_to_one)
-    if not checked:
+    unclosed = unclosed_calls(ctx)
+    findings += unclosed
+    if not checked and not unclosed:
         return CheckResult("assistant-mask", "skip", "no probe with an assistant turn renders")
     hint = (
         "wrap exactly the generated part, through the stop token, in {% generation %}; or install the derived "
