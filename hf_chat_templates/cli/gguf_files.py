@@ -168,6 +168,7 @@ _NOT_INTO_GGUF = {
     "training": "--training",
     "revision": "--revision",
     "token": "--token",
+    "port": "--port",
 }
 
 
