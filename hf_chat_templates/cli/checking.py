@@ -184,7 +184,7 @@ def verify_command(
         options: dict[str, Any] = {"revision": revision, "token": token, "workers": workers}
         options |= {"progress": progress_wanted(as_json), "only": checks}
         dataset = verify_conversations(source, conversations, choice, **options, **reading)
-    with _ollama_template(ollama_modelfile):
+    with ollama_template(ollama_modelfile):
         report, ctx = verify_with_context(
             source,
             choice,
@@ -220,18 +220,25 @@ def _modelfile_template(path: Path) -> tuple[str, tuple[str, ...]]:
 
 
 @contextlib.contextmanager
-def _ollama_template(modelfile: Path | None) -> Iterator[None]:
-    """The ollama profile compares the Modelfile's template for the duration (the profile is one per process)."""
+def ollama_template(modelfile: Path | None, gguf: Path | None = None) -> Iterator[None]:
+    """The ollama profile compares the Modelfile's template for the duration (the profile is one per process);
+    without one, for a GGUF file verified with its own template, the Go template Ollama would pick for it."""
+    from ..gguf.reading import is_gguf, read_gguf
+    from ..template.engines.ollama_named import ollama_pick
     from ..template.engines.registry import ollama_profile
 
     profile = ollama_profile()
-    saved = profile.given, profile.given_stops
+    saved = profile.given, profile.given_stops, getattr(profile, "picked", None)
     if modelfile is not None:
         profile.given, profile.given_stops = _modelfile_template(modelfile)
+    elif gguf is not None and is_gguf(gguf) and hasattr(profile, "use_pick"):
+        profile.use_pick(ollama_pick(read_gguf(gguf).chat_template))
     try:
         yield
     finally:
-        profile.given, profile.given_stops = saved
+        profile.given, profile.given_stops = saved[:2]
+        if hasattr(profile, "picked"):
+            profile.picked = saved[2]
 
 
 def _read_baseline(path: Path | None) -> Any:
