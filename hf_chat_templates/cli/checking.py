@@ -3,9 +3,8 @@ per-record checks over a dataset too."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from .app import (
 )
 from .gguf_files import against_option
 from .helptext import verify_epilog
+from .ollama_profile import ollama_template
 
 if TYPE_CHECKING:
     from ..families.source import TemplateChoice
@@ -202,43 +202,6 @@ def verify_command(
     _print_report(report, dataset, as_json, verbose, text_to_stderr)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
-
-
-def _modelfile_template(path: Path) -> tuple[str, tuple[str, ...]]:
-    """The Modelfile's TEMPLATE (the Go template the ollama profile renders) and its stop parameters."""
-    from ..errors import UsageError
-    from ..installation.modelfile import read_modelfile
-
-    found = read_modelfile(path.read_text(encoding="utf-8"))
-    if found.template is None:
-        raise UsageError(
-            f"{path} has no TEMPLATE line",
-            hint='add TEMPLATE """…""" with the Go template, or export one: hf-chat-templates export ollama SOURCE',
-            parameter="ollama_modelfile",
-        )
-    return found.template, found.stops
-
-
-@contextlib.contextmanager
-def ollama_template(modelfile: Path | None, gguf: Path | None = None) -> Iterator[None]:
-    """The ollama profile compares the Modelfile's template for the duration (the profile is one per process);
-    without one, for a GGUF file verified with its own template, the Go template Ollama would pick for it."""
-    from ..gguf.reading import is_gguf, read_gguf
-    from ..template.engines.ollama_named import ollama_pick
-    from ..template.engines.registry import ollama_profile
-
-    profile = ollama_profile()
-    saved = profile.given, profile.given_stops, getattr(profile, "picked", None)
-    if modelfile is not None:
-        profile.given, profile.given_stops = _modelfile_template(modelfile)
-    elif gguf is not None and is_gguf(gguf) and hasattr(profile, "use_pick"):
-        profile.use_pick(ollama_pick(read_gguf(gguf).chat_template))
-    try:
-        yield
-    finally:
-        profile.given, profile.given_stops = saved[:2]
-        if hasattr(profile, "picked"):
-            profile.picked = saved[2]
 
 
 def _read_baseline(path: Path | None) -> Any:

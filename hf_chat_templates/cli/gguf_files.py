@@ -110,7 +110,7 @@ def verify_gguf(params: dict[str, Any]) -> None:
     from ..gguf.comparing import compare_gguf
     from ..gguf.loading import gguf_tokenizer_folder
     from ..gguf.parity import llama_cpp_parity
-    from .checking import ollama_template
+    from .ollama_profile import ollama_template
 
     _refuse(params)
     refuse_verbose_json(params.get("verbose", False), params.get("as_json", False))
