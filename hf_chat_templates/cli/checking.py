@@ -72,15 +72,16 @@ NOT_WITH_ALL = {
     "--engines",
     default=None,
     help="Comma-separated engine profiles engine-parity compares with transformers: llama.cpp, tgi, "
-    "transformers.js, vllm, ollama (default: every one; ollama only with --ollama-modelfile, as it renders a Go "
-    "template; a profile that cannot run here is skipped with its reason).",
+    "transformers.js, vllm, ollama (default: every one; ollama only with --ollama-modelfile, or for a GGUF file the "
+    "Go template Ollama would pick for it, as it renders a Go template; a profile that cannot run here is skipped "
+    "with its reason).",
 )
 @click.option(
     "--ollama-modelfile",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="An Ollama Modelfile whose TEMPLATE (a Go template) engine-parity renders as Ollama does, as the ollama "
-    "profile (needs go).",
+    "profile (needs go). For a GGUF file it replaces the template Ollama would pick.",
 )
 @click.option(
     "--fail-on",

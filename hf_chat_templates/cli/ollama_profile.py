@@ -4,6 +4,7 @@ GGUF file verified with its own template, the one Ollama would pick for it (`tem
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +37,9 @@ def ollama_template(modelfile: Path | None, gguf: Path | None = None) -> Iterato
     if modelfile is not None:
         profile.given, profile.given_stops = _modelfile_template(modelfile)
     elif gguf is not None and is_gguf(gguf) and hasattr(profile, "use_pick"):
-        profile.use_pick(ollama_pick(read_gguf(gguf).chat_template))
+        file = read_gguf(gguf)
+        bos = (file.token(file.bos_token_id) or "") if file.add_bos_token else ""
+        profile.use_pick(dataclasses.replace(ollama_pick(file.chat_template), bos=bos))
     try:
         yield
     finally:

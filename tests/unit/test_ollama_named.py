@@ -140,3 +140,17 @@ def test_the_fix_export_ollama_from_the_gguf_is_compared_instead_of_the_pick(
     check = _parity(capsys, gguf, "--ollama-modelfile", str(modelfile))
     assert check["status"] == "pass", check["message"]
     assert "picks for this GGUF" not in check["detail"]["engines"]["ollama"]["version"]
+
+
+@needs_go
+@pytest.mark.parametrize("adds_bos", [True, False])
+def test_the_bos_ollamas_runner_adds_is_where_the_template_writes_it(
+    capsys: pytest.CaptureFixture[str], toy_gguf: Path, tmp_path: Path, adds_bos: bool
+) -> None:
+    """A template that writes {{ bos_token }} first, picked as Ollama's BOS-less chatml: the same text the model
+    sees when the GGUF's add_bos_token makes the runner add it, a difference at char 0 when it does not."""
+    with_bos = next(j for n, j in index() if n == "chatml" and j.startswith("{{bos_token}}"))
+    gguf = write_gguf(toy_gguf, tmp_path / "bos.gguf", chat_template=with_bos, add_bos_token=adds_bos).output
+    ollama = _parity(capsys, gguf)["detail"]["engines"]["ollama"]
+    assert ("after the BOS <s> its runner adds" in ollama["version"]) is adds_bos
+    assert ("generation-prompt" in ollama["differs"]) is not adds_bos

@@ -17,6 +17,7 @@ runs it once for all its jobs: the request as JSON on stdin, one JSON line per j
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import hashlib
@@ -171,7 +172,8 @@ class OllamaEngine:
         build = f"Go text/template ({go_version() or 'go not installed'})"
         if self.picked is not None:
             picked = f"its `{self.picked.name}` template" if self.picked.name else f"`{self.picked.template}`"
-            return f"{build}, {picked} as Ollama picks for this GGUF"
+            bos = f", after the BOS {self.picked.bos} its runner adds" if self.picked.bos else ""
+            return f"{build}, {picked} as Ollama picks for this GGUF{bos}"
         return build
 
     def unavailable(self) -> str | None:
@@ -201,8 +203,13 @@ class OllamaEngine:
         asked = [i for i, o in enumerate(outcomes) if o is None]
         payload = [{"messages": jobs[i].messages, "tools": jobs[i].tools} for i in asked]
         lines = render_go(go, payload, clock, self.limits) if asked else []
+        bos = self.picked.bos if self.picked is not None else ""
         for i, line in zip(asked, lines):
-            outcomes[i] = self._outcome(line)
+            outcome = self._outcome(line)
+            # the BOS Ollama's runner adds for this GGUF, written as the text the model sees starts
+            outcomes[i] = (
+                dataclasses.replace(outcome, text=bos + (outcome.text or "")) if bos and outcome.ok else outcome
+            )
         return [o or Rendered(None, "the Go renderer wrote no line for this job") for o in outcomes]
 
     def missing_stops(self, stops: tuple[str, ...]) -> list[str]:

@@ -31,12 +31,15 @@ DEFAULT_TEMPLATE = "{{ .Prompt }}"  # template.DefaultTemplate: what a model wit
 class OllamaPick:
     """What Ollama renders a GGUF with: `name` (None: no template of its own within LIMIT edits, so the default
     `{{ .Prompt }}`), the Go `template`, the `stops` of its parameters (None: it has none), and `distance`, the
-    edits from the GGUF's chat template to the index entry that won (None when none is within LIMIT)."""
+    edits from the GGUF's chat template to the index entry that won (None when none is within LIMIT). `bos`: the
+    BOS token text Ollama's runner puts before the rendering when the GGUF's tokenizer.ggml.add_bos_token is true
+    (the template's text then starts with it as the model sees it; "" when it adds none)."""
 
     name: str | None
     template: str
     stops: tuple[str, ...] | None
     distance: int | None
+    bos: str = ""
 
     def says(self) -> str:
         """The sentence a finding names it with."""
