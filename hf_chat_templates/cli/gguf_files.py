@@ -120,7 +120,7 @@ def verify_gguf(params: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
         folder = gguf_tokenizer_folder(gguf, Path(tmp) / "tokenizer")
         choice = template_choice(params)  # the file's own template: Ollama's pick for it is compared too
-        own = gguf.path if choice.family is None and choice.template is None else None
+        own = gguf if choice.family is None and choice.template is None else None
         with ollama_template(params.get("ollama_modelfile"), own):
             report, ctx = _verify_folder(folder, params, gguf.path)
         report = replace(report, source=str(gguf.path), tokenizer=str(gguf.path))

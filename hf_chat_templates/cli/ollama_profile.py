@@ -7,6 +7,10 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..gguf.reading import GgufTokenizer
 
 
 def _modelfile_template(path: Path) -> tuple[str, tuple[str, ...]]:
@@ -25,10 +29,10 @@ def _modelfile_template(path: Path) -> tuple[str, tuple[str, ...]]:
 
 
 @contextlib.contextmanager
-def ollama_template(modelfile: Path | None, gguf: Path | None = None) -> Iterator[None]:
+def ollama_template(modelfile: Path | None, gguf: GgufTokenizer | None = None) -> Iterator[None]:
     """The ollama profile compares the Modelfile's template for the duration (the profile is one per process);
-    without one, for a GGUF file verified with its own template, the Go template Ollama would pick for it."""
-    from ..gguf.reading import is_gguf, read_gguf
+    without one, for a GGUF file verified with its own template (`gguf`, as read), the Go template Ollama would
+    pick for it."""
     from ..template.engines.ollama_named import ollama_pick
     from ..template.engines.registry import ollama_profile
 
@@ -36,10 +40,9 @@ def ollama_template(modelfile: Path | None, gguf: Path | None = None) -> Iterato
     saved = profile.given, profile.given_stops, getattr(profile, "picked", None)
     if modelfile is not None:
         profile.given, profile.given_stops = _modelfile_template(modelfile)
-    elif gguf is not None and is_gguf(gguf) and hasattr(profile, "use_pick"):
-        file = read_gguf(gguf)
-        bos = (file.token(file.bos_token_id) or "") if file.add_bos_token else ""
-        profile.use_pick(dataclasses.replace(ollama_pick(file.chat_template), bos=bos))
+    elif gguf is not None and hasattr(profile, "use_pick"):
+        bos = (gguf.token(gguf.bos_token_id) or "") if gguf.add_bos_token else ""
+        profile.use_pick(dataclasses.replace(ollama_pick(gguf.chat_template), bos=bos))
     try:
         yield
     finally:
