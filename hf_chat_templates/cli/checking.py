@@ -3,9 +3,8 @@ per-record checks over a dataset too."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from .app import (
 )
 from .gguf_files import against_option
 from .helptext import verify_epilog
+from .ollama_profile import ollama_template
 
 if TYPE_CHECKING:
     from ..families.source import TemplateChoice
@@ -72,15 +72,16 @@ NOT_WITH_ALL = {
     "--engines",
     default=None,
     help="Comma-separated engine profiles engine-parity compares with transformers: llama.cpp, tgi, "
-    "transformers.js, vllm, ollama (default: every one; ollama only with --ollama-modelfile, as it renders a Go "
-    "template; a profile that cannot run here is skipped with its reason).",
+    "transformers.js, vllm, ollama (default: every one; ollama only with --ollama-modelfile, or for a GGUF file the "
+    "Go template Ollama would pick for it, as it renders a Go template; a profile that cannot run here is skipped "
+    "with its reason).",
 )
 @click.option(
     "--ollama-modelfile",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="An Ollama Modelfile whose TEMPLATE (a Go template) engine-parity renders as Ollama does, as the ollama "
-    "profile (needs go).",
+    "profile (needs go). For a GGUF file it replaces the template Ollama would pick.",
 )
 @click.option(
     "--fail-on",
@@ -184,7 +185,7 @@ def verify_command(
         options: dict[str, Any] = {"revision": revision, "token": token, "workers": workers}
         options |= {"progress": progress_wanted(as_json), "only": checks}
         dataset = verify_conversations(source, conversations, choice, **options, **reading)
-    with _ollama_template(ollama_modelfile):
+    with ollama_template(ollama_modelfile):
         report, ctx = verify_with_context(
             source,
             choice,
@@ -202,36 +203,6 @@ def verify_command(
     _print_report(report, dataset, as_json, verbose, text_to_stderr)
     failed = not report.passes(fail_on) or (dataset is not None and not dataset.ok)
     sys.exit(1 if failed else 0)
-
-
-def _modelfile_template(path: Path) -> tuple[str, tuple[str, ...]]:
-    """The Modelfile's TEMPLATE (the Go template the ollama profile renders) and its stop parameters."""
-    from ..errors import UsageError
-    from ..installation.modelfile import read_modelfile
-
-    found = read_modelfile(path.read_text(encoding="utf-8"))
-    if found.template is None:
-        raise UsageError(
-            f"{path} has no TEMPLATE line",
-            hint='add TEMPLATE """…""" with the Go template, or export one: hf-chat-templates export ollama SOURCE',
-            parameter="ollama_modelfile",
-        )
-    return found.template, found.stops
-
-
-@contextlib.contextmanager
-def _ollama_template(modelfile: Path | None) -> Iterator[None]:
-    """The ollama profile compares the Modelfile's template for the duration (the profile is one per process)."""
-    from ..template.engines.registry import ollama_profile
-
-    profile = ollama_profile()
-    saved = profile.given, profile.given_stops
-    if modelfile is not None:
-        profile.given, profile.given_stops = _modelfile_template(modelfile)
-    try:
-        yield
-    finally:
-        profile.given, profile.given_stops = saved
 
 
 def _read_baseline(path: Path | None) -> Any:

@@ -110,6 +110,7 @@ def verify_gguf(params: dict[str, Any]) -> None:
     from ..gguf.comparing import compare_gguf
     from ..gguf.loading import gguf_tokenizer_folder
     from ..gguf.parity import llama_cpp_parity
+    from .ollama_profile import ollama_template
 
     _refuse(params)
     refuse_verbose_json(params.get("verbose", False), params.get("as_json", False))
@@ -118,7 +119,10 @@ def verify_gguf(params: dict[str, Any]) -> None:
     notes = []
     with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:
         folder = gguf_tokenizer_folder(gguf, Path(tmp) / "tokenizer")
-        report, ctx = _verify_folder(folder, params, gguf.path)
+        choice = template_choice(params)  # the file's own template: Ollama's pick for it is compared too
+        own = gguf if choice.family is None and choice.template is None else None
+        with ollama_template(params.get("ollama_modelfile"), own):
+            report, ctx = _verify_folder(folder, params, gguf.path)
         report = replace(report, source=str(gguf.path), tokenizer=str(gguf.path))
         if len(ctx.tokenizer) != len(gguf.tokens):
             extra = [ctx.tokenizer.convert_ids_to_tokens(i) for i in range(len(gguf.tokens), len(ctx.tokenizer))]
@@ -168,6 +172,7 @@ _NOT_INTO_GGUF = {
     "training": "--training",
     "revision": "--revision",
     "token": "--token",
+    "port": "--port",
 }
 
 

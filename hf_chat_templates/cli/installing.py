@@ -63,6 +63,13 @@ if TYPE_CHECKING:
     help="Also write the training variant (the template with {% generation %} markers) as the named "
     "template 'training'.",
 )
+@click.option(
+    "--port",
+    "port",
+    is_flag=True,
+    help="Port the template first (as the port command does): only the rewrites proven on every probe "
+    "conversation are applied, the plan says which, and the ported template is the one written.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option(
     "--gguf",
@@ -106,6 +113,7 @@ def install_command(
     bos_postprocessor: bool,
     pad_token: str | None,
     training: bool,
+    port: bool,
     dry_run: bool,
     force: bool,
     revision: str | None,
@@ -117,6 +125,7 @@ def install_command(
     """Install FAMILY's template (or your own, --template FILE) on a tokenizer, registering its control tokens
     and stop ids."""
     from .. import apply_install, plan_install
+    from ..verification.port import port_for_install
 
     if gguf_in is not None:  # into a new GGUF file, from a GGUF file
         return install_gguf(choice, click.get_current_context().params)
@@ -134,6 +143,7 @@ def install_command(
             force=force,
             revision=revision,
             token=token,
+            port=port_for_install if port else None,
         )
         for warning in plan.warnings:
             warn(f"{plan.family or plan.subject}: {warning}")

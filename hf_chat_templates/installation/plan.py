@@ -100,6 +100,7 @@ class InstallPlan:
     subject: str = ""  # what is installed: "family/variant", or the template file's name
     tokens_from: str = ""  # where the control and stop tokens came from: declared, a bundled family, inferred
     expected_named: dict[str, str] = field(repr=False, compare=False, default_factory=dict)
+    ported: tuple[str, ...] | None = None  # install --port: what the port did, line by line (None: not asked)
 
     @property
     def vocabulary_grew(self) -> int:
@@ -130,6 +131,7 @@ class InstallPlan:
             "training_template": TRAINING_TEMPLATE_NAME if self.training_template is not None else None,
             "named_templates": sorted(self.expected_named),
             "tokens_from": self.tokens_from,
+            "port": list(self.ported) if self.ported is not None else None,
             "warnings": list(self.warnings),
         }
 
@@ -139,8 +141,10 @@ class InstallPlan:
             + f" from {self.source} into {self.output}",
             f"  template sha256 {self.template_sha256[:16]}…, written as: {self.format}",
             f"  tokens from: {self.tokens_from}",
-            "  files:",
         ]
+        if self.ported is not None:
+            lines += ["  port:"] + [f"    {line}" for line in self.ported]
+        lines.append("  files:")
         for f in self.files:
             if f.action != "keep":
                 lines.append(f"    {f.action:<7} {f.path}" + (f"  ({f.summary})" if f.summary else ""))

@@ -49,6 +49,7 @@ from ..tokenizer.vocab import (
 )
 from .pad import choose_pad
 from .plan import FORMATS, BosPlan, FileChange, InstallPlan
+from .porting import Porter, port_subject
 from .subject import InstallSubject, from_templates, subject_of_family
 
 
@@ -424,18 +425,22 @@ def plan_install(
     revision: str | None = None,
     token: str | None = None,
     pad_token: str | None = None,
+    port: Porter | None = None,
 ) -> InstallPlan:
     """What installing the template `choice` names on `tokenizer` into `output` would write; writes nothing there.
     `choice`: a family (or its name), or a `TemplateChoice` of a family and variant or of template files (its
     `template`: a FILE, NAME=FILE strings, or {name: file}), their tokens declared there or else inferred. `pad_token`:
     see `pad.choose_pad`. `bos_postprocessor=False` drops the BOS the post-processor adds where the template writes it
-    (kept by default: `tokenizer(text)` on plain text keeps it; see `plan.BosPlan`)."""
+    (kept by default: `tokenizer(text)` on plain text keeps it; see `plan.BosPlan`). `port`: the default template is
+    ported before anything is planned (`verification.port.port_for_install`; see `porting.port_subject`)."""
     choice = as_choice(choice)
     _check_template_names(choice, training, format)
     family_subject = subject_of_family(choice)
     output_path = Path(output).absolute()
     folder = _source_folder(tokenizer, output_path, force=force, revision=revision, token=token)
     subject = family_subject or _template_subject(choice, folder)
+    ported = port_subject(subject, folder.tokenizer_config, port) if port is not None else None
+    subject = ported[0] if ported is not None else subject
     config = copy.deepcopy(folder.tokenizer_config)
     tokens = _plan_tokens(subject, folder, config, reuse_reserved=reuse_reserved, bos_postprocessor=bos_postprocessor)
     warnings, vocab, eos = tokens.warnings, tokens.after, _eos_token(subject, config, tokens.warnings)
@@ -484,4 +489,5 @@ def plan_install(
         subject=subject.label,
         tokens_from=subject.tokens_from,
         expected_named={k: v for k, v in subject.templates.items() if k != "default"},
+        ported=ported[1] if ported is not None else None,
     )

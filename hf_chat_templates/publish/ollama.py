@@ -10,6 +10,7 @@ cannot express is refused by name and line (`TranslationRefused`); a probe that 
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,18 +55,23 @@ def export_ollama(
     base: str | None = None,
     **options: Any,
 ) -> OllamaExport:
-    """Translate the template verify would check on `source` (its own, a family's, or a file: `choice` as verify
-    takes it), prove it on every probe, and return the Modelfile (`base` is its FROM, default `source`). Raises
-    TranslationRefused, Unproved, and what verify raises for a source it cannot load."""
+    """Translate the template verify would check on `source` (a tokenizer folder or GGUF file; its own template, a
+    family's, or a file: `choice` as verify takes it), prove it on every probe, and return the Modelfile (`base` is
+    its FROM, default `source`). Raises TranslationRefused, Unproved, and what verify raises for a source it cannot
+    load."""
+    from ..gguf.loading import gguf_tokenizer_folder
+    from ..gguf.reading import is_gguf
     from ..verification.runner import verify_with_context
 
     profile = ollama_profile()
-    saved = (profile.given, profile.translating)
-    profile.given, profile.translating = None, True
+    saved = (profile.given, profile.translating, getattr(profile, "picked", None))
+    profile.given, profile.translating, profile.picked = None, True, None
     try:
-        report, ctx = verify_with_context(source, choice, only=["engine-parity"], engines="ollama", **options)
+        with tempfile.TemporaryDirectory(prefix="hfct-gguf-") as tmp:  # a GGUF file: its tokenizer as a folder
+            folder = gguf_tokenizer_folder(source, Path(tmp) / "tokenizer") if is_gguf(source) else source
+            report, ctx = verify_with_context(folder, choice, only=["engine-parity"], engines="ollama", **options)
     finally:
-        profile.given, profile.translating = saved
+        profile.given, profile.translating, profile.picked = saved
     if ctx.tool_template is not None:
         raise TranslationRefused(
             "the folder has a separate tool_use template; Ollama renders one template for every request",

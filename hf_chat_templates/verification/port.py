@@ -183,3 +183,26 @@ def port_template(
         notes.append("the folder's tool_use template is not ported: port it as a file of its own")
     counts = {name: (len(first[name]), len(same[name]), len(probes)) for name in first}
     return PortResult(side, current, tuple(steps), counts, skipped, tuple(notes))
+
+
+def port_for_install(template: str, variables: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """`install --port`'s porter (`installation.porting.Porter`): `template` ported for every engine profile,
+    rendered with the special-token strings `variables`, and what the port did as the install plan prints it."""
+    side = TemplateSide(Path("the template to install"), "template", template, dict(variables))
+    result = port_template(side)
+    lines = [
+        f"{step.status} {step.rewrite.name}: {step.rewrite.construct}"
+        + ("".join(f", {name} +{n}" for name, n in step.gains.items() if n))
+        + (f"; {step.reason}" if step.reason else "")
+        for step in result.steps
+        if step.status != "not used"
+    ]
+    if not result.changed:
+        lines.insert(0, "no rewrite needed or proven: the template is installed as it was")
+    lines += [
+        f"{name}: {before} -> {after} of {total} probes rendered as transformers"
+        for name, (before, after, total) in result.engines.items()
+        if before < total
+    ]
+    lines += [f"{name} skipped: {why}" for name, why in result.skipped.items()]
+    return result.template, tuple(lines)

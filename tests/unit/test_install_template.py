@@ -183,3 +183,58 @@ def test_a_template_that_writes_eos_keeps_its_rendering(
     )
     stop_id = installed.convert_tokens_to_ids("<|im_end|>")
     assert stop_id in json.loads((tmp_path / "out" / "generation_config.json").read_text())["eos_token_id"]
+
+
+UNTRIMMED = (
+    "{% for message in messages %}\n"
+    "    {% if message['role'] == 'user' %}\n"
+    "<|im_start|>user\n{{ message['content'] }}<|im_end|>\n"
+    "    {% else %}\n"
+    "<|im_start|>assistant\n{{ message['content'] }}<|im_end|>\n"
+    "    {% endif %}\n"
+    "{% endfor %}\n"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_port_installs_the_ported_template(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
+    """--port writes the template with the whitespace rewrite TGI needs; without it, the file as it is; and
+    transformers renders both the same."""
+    from transformers import AutoTokenizer
+
+    from hf_chat_templates.template.engines.registry import engine_profiles
+    from hf_chat_templates.template.rewrites import REWRITES
+
+    (tgi,) = engine_profiles("tgi")
+    if tgi.unavailable():
+        pytest.skip("the tgi profile needs minijinja: pip install -e '.[reference]'")
+    source = tmp_path / "untrimmed.jinja"
+    source.write_text(UNTRIMMED, encoding="utf-8")
+    args = ["install", "--tokenizer", str(toy_tokenizer), "--template", str(source), "--stop-token", "<|im_end|>"]
+    code, stdout, err = run(capsys, *args, "--output", str(tmp_path / "ported"), "--port")
+    assert code == 0, err
+    assert "  port:\n    applied whitespace: " in stdout and "tgi +" in stdout
+    code, stdout, err = run(capsys, *args, "--output", str(tmp_path / "as-is"))
+    assert code == 0, err and "port:" not in stdout
+    whitespace = next(r for r in REWRITES if r.name == "whitespace")
+    assert (tmp_path / "ported" / "chat_template.jinja").read_text(encoding="utf-8") == whitespace.apply(UNTRIMMED)
+    assert (tmp_path / "as-is" / "chat_template.jinja").read_text(encoding="utf-8") == UNTRIMMED
+    ported, as_is = (AutoTokenizer.from_pretrained(str(tmp_path / name)) for name in ("ported", "as-is"))
+    assert ported.chat_template != as_is.chat_template
+    for messages in (
+        [{"role": "user", "content": "hi"}],
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}, {"role": "user", "content": "?"}],
+    ):
+        for prompt in (True, False):
+            assert ported.apply_chat_template(messages, tokenize=False, add_generation_prompt=prompt) == (
+                as_is.apply_chat_template(messages, tokenize=False, add_generation_prompt=prompt)
+            )
+
+
+def test_port_is_not_for_a_gguf_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(
+        capsys, "install", "chatml", "--gguf", str(tmp_path / "in.gguf"), "--output", str(tmp_path / "o"), "--port"
+    )
+    assert code == 2 and "--port cannot be used with --gguf" in err

