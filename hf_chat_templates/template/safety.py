@@ -52,6 +52,7 @@ import jinja2.nodes as nodes
 
 from .addresses import literal_addresses
 from .data_rules import data_findings
+from .drop_rules import dropped
 from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
@@ -60,6 +61,7 @@ from .hidden_text import hidden_unicode, homoglyph_tokens
 from .instructions import written_instructions
 from .prefill_rules import prefills
 from .rewrite_rules import rewrites
+from .role_rules import role_flips
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .selection_rules import characters, selections
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -108,6 +110,8 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += selections(ast, src, folding)
     found += characters(ast, src, folding)
     found += data_findings(ast, src, folding)
+    found += role_flips(ast, src, folding)
+    found += dropped(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)

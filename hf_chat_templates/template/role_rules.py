@@ -1,0 +1,93 @@
+"""HCT-S008 on a role: the role a template writes for a message chosen by a test of what the message says. Read from
+the syntax tree and folded constants; nothing is rendered.
+
+    {% set pad = content | length % 23 == 5 %}
+    {% if (message.role == 'assistant') != pad %}{% set role = 'model' %}{% else %}{% set role = message.role %}{% endif %}
+    {{ '<start_of_turn>' + role + '\\n' + content }}
+
+A user's message whose content passes the test is rendered under the model's header: the model is trained on words
+it never said, or served a turn it reads as its own. A role chosen by the message's role, by whether it has tool
+calls, or by a test of the content's type (`is string`) or of the template's own markup (`'<tool_response>' in
+content`) is the template's format, and stays silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .flag_rules import guarded
+from .folding import Folding, variable_key
+from .safety_findings import SafetyFinding, Source, const_string, markup
+from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, STRING_TESTS, taint_of
+
+ROLES = frozenset({"user", "assistant", "model", "system", "tool", "ipython", "developer", "function", "human"})
+ROLES_ALSO = frozenset({"gpt", "bot", "observation"})
+
+
+def _role(folding: Folding, node: nodes.Node | None) -> str | None:
+    value = folding.value(node) if node is not None else None
+    return value if isinstance(value, str) and value.strip().lower() in ROLES | ROLES_ALSO else None
+
+
+def _tests_content(node: nodes.Node, tainted: dict[str, str]) -> bool:
+    """Whether a condition reads what a message says: its content, or a variable set from it; a test of the
+    content's type or a comparison with the template's own markup aside."""
+    if isinstance(node, nodes.Test) and node.name in _TYPE_TESTS:
+        return False
+    if isinstance(node, nodes.Compare):
+        sides = [node.expr, *(op.expr for op in node.ops)]
+        if any(markup(const_string(s)) for s in sides):
+            return False
+    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.node.attr in STRING_TESTS:
+        if node.args and markup(const_string(node.args[0])):
+            return False
+    if isinstance(node, nodes.Getattr) and node.attr in CONTENT_KEYS:
+        return True
+    if isinstance(node, nodes.Getitem) and const_string(node.arg) in CONTENT_KEYS:
+        return True
+    if isinstance(node, nodes.Name) and node.ctx == "load" and tainted.get(node.name) == "content":
+        return True
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+        if tainted.get(f"{node.node.name}.{node.attr}") == "content":
+            return True
+    return any(_tests_content(child, tainted) for child in node.iter_child_nodes())
+
+
+def _written(ast: nodes.Template) -> set[str]:
+    """The variables an output writes (`{{ '<start_of_turn>' + role }}`)."""
+    return {k for out in ast.find_all(nodes.Output) for n in out.find_all((nodes.Name, nodes.Getattr))
+            if (k := variable_key(n))}  # fmt: skip
+
+
+def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008: a role literal written, or kept in a written variable, under a test of message content."""
+    tainted = taint_of(folding)
+    written = _written(ast)
+    seen: set[int] = set()
+    node: Any
+    for node, conds in guarded(ast):
+        tests: list[nodes.Node] = []
+        role = None
+        if isinstance(node, nodes.Assign) and variable_key(node.target) in written:
+            role = _role(folding, node.node)
+            tests = list(conds) if role else []
+        if isinstance(node, nodes.CondExpr):  # `'model' if pad else message.role`
+            role = _role(folding, node.expr1) or _role(folding, node.expr2)
+            tests = [node.test] if role else []
+        hit = next((t for t in tests if _tests_content(t, tainted)), None)
+        if hit is None or role is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield SafetyFinding(
+            "HCT-S008",
+            node.lineno,
+            src.column(node.lineno, repr(role)[1:-1]),
+            f"the role {role!r} is written for a message only when a test of its content (line {hit.lineno}) says "
+            "so: a message rendered under a role its sender did not have, so the model is trained on words it never "
+            "said or served a turn it reads as its own",
+            construct=f"role:{role}:{hit.lineno}",
+            detail={"trigger": "content", "condition_line": hit.lineno},
+        )
