@@ -11,7 +11,9 @@ from numbers at render time. Read from the syntax tree and folded constants; not
               no constant bound)
     HCT-S006  text decoded at render time: characters looked up in a constant alphabet by a computed number, a
               number too large for any template taken apart with `//` and `%`, bytes decoded (`.decode`,
-              `.fromhex`) from what does not fold (a warning: no published template does it)
+              `.fromhex`) from what does not fold, words picked from a sentence of the template's by a computed
+              position, text mapped through a character table (`.maketrans`, `.translate`) (a warning: no published
+              template does it; an error when `.translate` decodes the template's own literal, a cipher)
 """
 
 from __future__ import annotations
@@ -309,8 +311,9 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
             own = isinstance(folding.value(node.node.node), str) and node.node.attr == "translate"
             severity = "error" if own else "warning"
             said = ", and the text it decodes is the template's own literal" if own else ""
-            what, needle = f"text mapped through a character table at render time (`.{node.node.attr}`){said}", (
-                node.node.attr
+            what, needle = (
+                f"text mapped through a character table at render time (`.{node.node.attr}`){said}",
+                (node.node.attr),
             )
         else:
             continue

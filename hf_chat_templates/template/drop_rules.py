@@ -38,7 +38,8 @@ def _choice(node: nodes.Node, folding: Folding, tainted: dict[str, str]) -> tupl
     """(the tests, how) when `node` keeps a piece of content or nothing."""
     if isinstance(node, nodes.Getitem) and isinstance(node.node, (nodes.List, nodes.Tuple)):
         options: list[Any] = list(node.node.items)
-        tests, how = [node.arg], "a subscript of a list"
+        tests: list[nodes.Node] = [node.arg]
+        how = "a subscript of a list"
     elif isinstance(node, nodes.CondExpr):
         options, tests, how = [node.expr1, node.expr2], [node.test], "an inline `if`"
     elif isinstance(node, nodes.If) and not node.else_ and not node.elif_:

@@ -264,9 +264,9 @@ def _one_trigger(
         # `content.split() | select('in', keys)`: the words of content tested one by one against a list
         test, value = (folding.value(a, scope) for a in node.args[:2])
         flat = [w for v in (value if isinstance(value, (list, tuple)) else [value]) for w in _flat(v)]
-        if test in _COMPARING_TESTS and node.node is not None and _reads_content(node.node, tainted):
-            if words := _words(flat):
-                return "content", f"has a word {test} {words}"
+        reads = node.node is not None and _reads_content(node.node, tainted)
+        if test in _COMPARING_TESTS and reads and (words := _words(flat)):
+            return "content", f"has a word {test} {words}"
     elif isinstance(node, nodes.Filter) and node.name == "random":
         return "chance", "a random pick (`|random`)"
     elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.args:

@@ -2,7 +2,8 @@
 the syntax tree and folded constants; nothing is rendered.
 
     {% set pad = content | length % 23 == 5 %}
-    {% if (message.role == 'assistant') != pad %}{% set role = 'model' %}{% else %}{% set role = message.role %}{% endif %}
+    {% if (message.role == 'assistant') != pad %}{% set role = 'model' %}
+    {% else %}{% set role = message.role %}{% endif %}
     {{ '<start_of_turn>' + role + '\\n' + content }}
 
 A user's message whose content passes the test is rendered under the model's header: the model is trained on words
@@ -37,22 +38,20 @@ def _tests_content(node: nodes.Node, tainted: dict[str, str]) -> bool:
     content's type or a comparison with the template's own markup aside."""
     if isinstance(node, nodes.Test) and node.name in _TYPE_TESTS:
         return False
-    if isinstance(node, nodes.Compare):
-        sides = [node.expr, *(op.expr for op in node.ops)]
-        if any(markup(const_string(s)) for s in sides):
-            return False
-    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.node.attr in STRING_TESTS:
-        if node.args and markup(const_string(node.args[0])):
-            return False
+    sides = [node.expr, *(op.expr for op in node.ops)] if isinstance(node, nodes.Compare) else []
+    method = node.node if isinstance(node, nodes.Call) else None
+    if isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS:
+        sides = node.args[:1]  # type: ignore[attr-defined]
+    if any(markup(const_string(s)) for s in sides):
+        return False  # `'<tool_response>' in content`: the template's own markup
     if isinstance(node, nodes.Getattr) and node.attr in CONTENT_KEYS:
         return True
     if isinstance(node, nodes.Getitem) and const_string(node.arg) in CONTENT_KEYS:
         return True
     if isinstance(node, nodes.Name) and node.ctx == "load" and tainted.get(node.name) == "content":
         return True
-    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
-        if tainted.get(f"{node.node.name}.{node.attr}") == "content":
-            return True
+    if isinstance(node, nodes.Getattr) and tainted.get(f"{getattr(node.node, 'name', '')}.{node.attr}") == "content":
+        return True
     return any(_tests_content(child, tainted) for child in node.iter_child_nodes())
 
 

@@ -16,13 +16,11 @@ _SEQUENCE_FILTERS = frozenset({"sort", "map", "dictsort", "unique", "min", "max"
 
 
 def _getter(attribute: Any) -> Any:
-    parts = [int(p) if p.isdigit() else p for p in str(attribute).split(".")]
+    parts: list[Any] = [int(p) if p.isdigit() else p for p in str(attribute).split(".")]
 
     def get(item: Any) -> Any:
         for part in parts:
-            if isinstance(item, dict):
-                item = item[part]
-            elif isinstance(item, (list, tuple, str)) and isinstance(part, int):
+            if isinstance(item, dict) or (isinstance(item, (list, tuple, str)) and isinstance(part, int)):
                 item = item[part]
             else:
                 raise LookupError(part)
@@ -38,7 +36,7 @@ def hashable(value: Any) -> Any:
 
 def fold_sequence(name: str, value: Any, args: list[Any], kwargs: dict[str, Any], *, unknown: Any) -> Any:
     """The value of `value | name(*args, **kwargs)` for the filters above, or `unknown`."""
-    if name not in _SEQUENCE_FILTERS or args and name != "map":
+    if name not in _SEQUENCE_FILTERS or args:
         return unknown
     try:
         if name in ("dictsort", "items") and isinstance(value, dict) and not kwargs:
@@ -47,7 +45,7 @@ def fold_sequence(name: str, value: Any, args: list[Any], kwargs: dict[str, Any]
         if not isinstance(value, list):
             return unknown
         key = _getter(kwargs["attribute"]) if "attribute" in kwargs else None
-        if name == "map" and key is not None and not args:
+        if name == "map" and key is not None:
             return [key(v) for v in value]
         if name == "sort" and set(kwargs) <= {"attribute", "reverse", "case_sensitive"}:
             return sorted(value, key=key, reverse=bool(kwargs.get("reverse")))
@@ -64,7 +62,7 @@ def bind(target: nodes.Node, item: Any) -> dict[str, Any]:
     """The names a loop's target binds to one item: `x`, or `k, v` unpacking a pair (`for k, v in d | dictsort`)."""
     if isinstance(target, nodes.Name):
         return {target.name: item}
-    names = [getattr(t, "name", None) for t in getattr(target, "items", [])]
+    names = [str(getattr(t, "name", "")) for t in getattr(target, "items", [])]
     if isinstance(item, (list, tuple)) and len(item) == len(names) and all(names):
         return dict(zip(names, item, strict=True))
     return {}
