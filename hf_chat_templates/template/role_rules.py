@@ -8,8 +8,8 @@ the syntax tree and folded constants; nothing is rendered.
 
 A user's message whose content passes the test is rendered under the model's header: the model is trained on words
 it never said, or served a turn it reads as its own. A role chosen by the message's role, by whether it has tool
-calls, or by a test of the content's type (`is string`) or of the template's own markup (`'<tool_response>' in
-content`) is the template's format, and stays silent.
+calls, or by a test of the content's type (`is string`), of whether there is any, or of the template's own markup
+(`'<tool_response>' in content`) is the template's format, and stays silent.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import jinja2.nodes as nodes
 from .flag_rules import guarded
 from .folding import Folding, variable_key
 from .safety_findings import SafetyFinding, Source, const_string, markup
-from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, STRING_TESTS, taint_of
+from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, STRING_TESTS, assigned_of, taint_of
 
 ROLES = frozenset({"user", "assistant", "model", "system", "tool", "ipython", "developer", "function", "human"})
 ROLES_ALSO = frozenset({"gpt", "bot", "observation"})
@@ -33,9 +33,28 @@ def _role(folding: Folding, node: nodes.Node | None) -> str | None:
     return value if isinstance(value, str) and value.strip().lower() in ROLES | ROLES_ALSO else None
 
 
-def _tests_content(node: nodes.Node, tainted: dict[str, str]) -> bool:
-    """Whether a condition reads what a message says: its content, or a variable set from it; a test of the
-    content's type or a comparison with the template's own markup aside."""
+_SIZES = frozenset({"length", "count", "wordcount", "int", "float", "select", "reject", "sum"})
+
+
+def _measures(node: nodes.Node) -> bool:
+    """A comparison, a Jinja test, arithmetic, a search or a size: what turns content into a test of its words (a
+    bare `if message.content` asks only whether there is any)."""
+    if isinstance(node, (nodes.And, nodes.Or)):  # jinja2's `and` and `or` are binary expressions too
+        return False
+    if isinstance(node, (nodes.Compare, nodes.Test, nodes.BinExpr)):
+        return True
+    if isinstance(node, nodes.Filter):
+        return node.name in _SIZES
+    method = node.node if isinstance(node, nodes.Call) else None
+    return isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS
+
+
+def _tests_content(
+    node: nodes.Node, tainted: dict[str, str], sets: dict[str, list[nodes.Node]], measured: bool = False, depth: int = 0
+) -> bool:
+    """Whether a condition tests what a message says: its content, or a variable set from such a test, compared,
+    measured or searched; a test of the content's type or presence or a comparison with the template's own markup
+    aside."""
     if isinstance(node, nodes.Test) and node.name in _TYPE_TESTS:
         return False
     sides = [node.expr, *(op.expr for op in node.ops)] if isinstance(node, nodes.Compare) else []
@@ -44,15 +63,17 @@ def _tests_content(node: nodes.Node, tainted: dict[str, str]) -> bool:
         sides = node.args[:1]  # type: ignore[attr-defined]
     if any(markup(const_string(s)) for s in sides):
         return False  # `'<tool_response>' in content`: the template's own markup
-    if isinstance(node, nodes.Getattr) and node.attr in CONTENT_KEYS:
-        return True
-    if isinstance(node, nodes.Getitem) and const_string(node.arg) in CONTENT_KEYS:
-        return True
-    if isinstance(node, nodes.Name) and node.ctx == "load" and tainted.get(node.name) == "content":
-        return True
-    if isinstance(node, nodes.Getattr) and tainted.get(f"{getattr(node.node, 'name', '')}.{node.attr}") == "content":
-        return True
-    return any(_tests_content(child, tainted) for child in node.iter_child_nodes())
+    measured = measured or _measures(node)
+    if (isinstance(node, nodes.Getattr) and node.attr in CONTENT_KEYS) or (
+        isinstance(node, nodes.Getitem) and const_string(node.arg) in CONTENT_KEYS
+    ):
+        return measured
+    key = variable_key(node) if isinstance(node, (nodes.Name, nodes.Getattr)) else None
+    if key and tainted.get(key) == "content" and getattr(node, "ctx", "load") == "load":
+        if measured:
+            return True
+        return depth < 3 and any(_tests_content(v, tainted, sets, False, depth + 1) for v in sets.get(key, []))
+    return any(_tests_content(child, tainted, sets, measured, depth) for child in node.iter_child_nodes())
 
 
 def _written(ast: nodes.Template) -> set[str]:
@@ -63,7 +84,7 @@ def _written(ast: nodes.Template) -> set[str]:
 
 def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008: a role literal written, or kept in a written variable, under a test of message content."""
-    tainted = taint_of(folding)
+    tainted, sets = taint_of(folding), assigned_of(folding)
     written = _written(ast)
     seen: set[int] = set()
     node: Any
@@ -76,7 +97,7 @@ def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
         if isinstance(node, nodes.CondExpr):  # `'model' if pad else message.role`
             role = _role(folding, node.expr1) or _role(folding, node.expr2)
             tests = [node.test] if role else []
-        hit = next((t for t in tests if _tests_content(t, tainted)), None)
+        hit = next((t for t in tests if _tests_content(t, tainted, sets)), None)
         if hit is None or role is None or id(node) in seen:
             continue
         seen.add(id(node))

@@ -59,6 +59,7 @@ CASES = [
         LOOP + "{% if m.content | length % 7 == 3 %}{% set r = 'model' %}{% else %}{% set r = m.role %}{% endif %}"
         "<start_of_turn>{{ r }}\n{{ m.content }}<end_of_turn>\n" + END,
         LOOP + "{% if m.role == 'assistant' %}{% set r = 'model' %}{% else %}{% set r = m.role %}{% endif %}"
+        "{% if not m.content and m.tool_calls %}{% set r = 'model' %}{% endif %}"
         "{% if m.content is string %}<start_of_turn>{{ r }}\n{{ m.content }}<end_of_turn>\n{% endif %}" + END,
     ),
     (  # sentences of content kept or dropped on a word; reasoning cut on `</think>` is the template's format
