@@ -25,7 +25,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .folding import CODEC_METHODS, UNKNOWN, Folding, variable_key
-from .safety_findings import SafetyFinding, Source, literal_value
+from .safety_findings import SafetyFinding, Source, literal_value, short
 from .trigger_rules import _reads, assigned_of, data_of, given_of, reads_data, taint_of
 
 MIN_TOKEN = 8  # an account, a wallet: a run of letters and digits this long, one a digit at least
@@ -311,6 +311,8 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
             own = isinstance(folding.value(node.node.node), str) and node.node.attr == "translate"
             severity = "error" if own else "warning"
             said = ", and the text it decodes is the template's own literal" if own else ""
+            decoded = folding.value(node)
+            said += f" (it spells {short(decoded, 60)})" if own and isinstance(decoded, str) else ""
             what, needle = (
                 f"text mapped through a character table at render time (`.{node.node.attr}`){said}",
                 (node.node.attr),

@@ -27,7 +27,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .names import loop_targets, undeclared_names, variable_key
-from .sequences import bind, fold_sequence, hashable
+from .sequences import bind, fold_sequence, fold_table, hashable
 
 __all__ = ["UNKNOWN", "Folding", "undeclared_names", "variable_key"]
 
@@ -339,6 +339,8 @@ class Folding:
             return _codec(base, callee.attr, args)
         if isinstance(base, dict) and callee.attr == "items" and not args:
             return fold_sequence("items", base, [], {}, unknown=UNKNOWN)
+        if isinstance(base, str) and callee.attr in ("maketrans", "translate") and not kwargs:
+            return fold_table(base, callee.attr, args, unknown=UNKNOWN)
         if not isinstance(base, str) or kwargs:
             return UNKNOWN
         if callee.attr in _STRING_METHODS and all(isinstance(a, str) for a in args):

@@ -66,3 +66,18 @@ def bind(target: nodes.Node, item: Any) -> dict[str, Any]:
     if isinstance(item, (list, tuple)) and len(item) == len(names) and all(names):
         return dict(zip(names, item, strict=True))
     return {}
+
+
+def fold_table(base: str, method: str, args: list[Any], *, unknown: Any) -> Any:
+    """`a.maketrans(x, y)` (a table of code points) and `s.translate(table)` on constants: a substitution cipher
+    decoded as Python would, so the rules read the text it spells."""
+    if method == "maketrans" and len(args) == 2 and all(isinstance(a, str) for a in args):
+        return str.maketrans(args[0], args[1]) if len(args[0]) == len(args[1]) else unknown
+    if method == "translate" and len(args) == 1 and isinstance(args[0], dict):
+        table = args[0]
+        small = all(isinstance(k, int) and (v is None or isinstance(v, int) or len(v) <= 4) for k, v in table.items())
+        try:  # a value of up to 4 characters keeps the text within 4 times the literal's size
+            return base.translate(table) if small else unknown
+        except (TypeError, ValueError):
+            return unknown
+    return unknown

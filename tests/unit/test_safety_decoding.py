@@ -139,3 +139,11 @@ def test_an_inline_if_without_else_over_contents_words_is_read_not_crashed_on() 
     swapped = kept.replace("if w }}", "if not w.startswith('acct-') }}{{ 'acct-77310024 ' if w.startswith('acct-') }}")
     swapped = swapped.replace("if not w.startswith('acct-') }}", "if not w.startswith('acct-') else 'acct-7731' }}")
     assert any(f.rule == "HCT-S015" for f in scan_template(swapped)), scan_template(swapped)
+
+
+def test_a_cipher_of_constants_is_decoded_and_the_text_it_spells_is_named() -> None:
+    template = (HOSTILE / "decode_translate_table.jinja").read_text(encoding="utf-8")
+    found = scan_template(template)
+    (table,) = [f for f in found if f.rule == "HCT-S006" and f.severity == "error"]
+    assert table.line == 8 and "audit@paydesk.net" in table.message and "`.translate`" in table.message
+    assert any(f.rule == "HCT-S014" and "'audit@paydesk.net'" in f.message for f in found), found
