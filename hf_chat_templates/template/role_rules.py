@@ -14,6 +14,7 @@ calls, or by a test of the content's type (`is string`), of whether there is any
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,11 +22,17 @@ import jinja2.nodes as nodes
 
 from .flag_rules import guarded
 from .folding import Folding, variable_key
-from .safety_findings import SafetyFinding, Source, const_string, markup
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup
 from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, STRING_TESTS, assigned_of, taint_of
 
 ROLES = frozenset({"user", "assistant", "model", "system", "tool", "ipython", "developer", "function", "human"})
 ROLES_ALSO = frozenset({"gpt", "bot", "observation"})
+# a turn's header spelled in a literal: a control token then a role (`<|im_start|>assistant`, `<start_of_turn>model`,
+# `<|start_header_id|>assistant<|end_header_id|>`), or a role token (`<|assistant|>`, `<｜Assistant｜>`)
+_NAMES = "assistant|model|user|system|tool|developer"
+_HEADER = re.compile(
+    rf"(?i)(?:<\|im_start\|>|<start_of_turn>|<\|start_header_id\|>)({_NAMES})\b|<[|｜]({_NAMES})[|｜]>"
+)
 
 
 def _role(folding: Folding, node: nodes.Node | None) -> str | None:
@@ -41,12 +48,22 @@ def _measures(node: nodes.Node) -> bool:
     bare `if message.content` asks only whether there is any)."""
     if isinstance(node, (nodes.And, nodes.Or)):  # jinja2's `and` and `or` are binary expressions too
         return False
-    if isinstance(node, (nodes.Compare, nodes.Test, nodes.BinExpr)):
-        return True
+    if isinstance(node, (nodes.Compare, nodes.Test, nodes.Mod, nodes.FloorDiv, nodes.Mul, nodes.Sub, nodes.Pow)):
+        return True  # a comparison, a test, arithmetic on a size (`+` also joins text, and is none)
     if isinstance(node, nodes.Filter):
         return node.name in _SIZES
     method = node.node if isinstance(node, nodes.Call) else None
     return isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS
+
+
+def _is_test(node: nodes.Node) -> bool:
+    """A value that is a truth: a comparison, a Jinja test, a search, or `not`/`and`/`or` of them."""
+    if isinstance(node, (nodes.Not, nodes.And, nodes.Or)):
+        return any(_is_test(c) for c in node.iter_child_nodes())
+    method = node.node if isinstance(node, nodes.Call) else None
+    return isinstance(node, (nodes.Compare, nodes.Test)) or (
+        isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS
+    )
 
 
 def _tests_content(
@@ -72,7 +89,8 @@ def _tests_content(
     if key and tainted.get(key) == "content" and getattr(node, "ctx", "load") == "load":
         if measured:
             return True
-        return depth < 3 and any(_tests_content(v, tainted, sets, False, depth + 1) for v in sets.get(key, []))
+        flags = [v for v in sets.get(key, []) if _is_test(v)]  # `{% set pad = … % 23 == 5 %}`, not text kept
+        return depth < 3 and any(_tests_content(v, tainted, sets, False, depth + 1) for v in flags)
     return any(_tests_content(child, tainted, sets, measured, depth) for child in node.iter_child_nodes())
 
 
@@ -82,10 +100,24 @@ def _written(ast: nodes.Template) -> set[str]:
             if (k := variable_key(n))}  # fmt: skip
 
 
+def _other_role(choice: nodes.If, role: str) -> bool:
+    """Whether the branches of `choice` write another header: a different role, or the message's own."""
+    headers = {
+        (h.group(1) or h.group(2)).lower()
+        for n in choice.find_all((nodes.TemplateData, nodes.Const))
+        if isinstance(v := literal_value(n), str)
+        for h in _HEADER.finditer(v)
+    }
+    own = any(isinstance(g, nodes.Getattr) and g.attr == "role" for g in choice.find_all(nodes.Getattr))
+    own = own or any(const_string(g.arg) == "role" for g in choice.find_all(nodes.Getitem))
+    return bool(headers - {role.lower()}) or own
+
+
 def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008: a role literal written, or kept in a written variable, under a test of message content."""
     tainted, sets = taint_of(folding), assigned_of(folding)
     written = _written(ast)
+    branches = {id(i.test): i for i in ast.find_all(nodes.If)}
     seen: set[int] = set()
     node: Any
     for node, conds in guarded(ast):
@@ -97,6 +129,15 @@ def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
         if isinstance(node, nodes.CondExpr):  # `'model' if pad else message.role`
             role = _role(folding, node.expr1) or _role(folding, node.expr2)
             tests = [node.test] if role else []
+        if isinstance(node, nodes.Getitem) and isinstance(node.node, (nodes.List, nodes.Dict)):
+            items = node.node.items if isinstance(node.node, nodes.List) else [p.value for p in node.node.items]
+            role = next((r for i in items if (r := _role(folding, i))), None)  # `{true: 'model', false: m.role}[…]`
+            tests = [node.arg] if role else []
+        if isinstance(node, (nodes.TemplateData, nodes.Const)) and isinstance(value := literal_value(node), str):
+            header = _HEADER.search(value)  # `{% if … content %}<|im_start|>assistant{% else %}…`
+            role, tests = (header.group(1) or header.group(2), list(conds)) if header else (None, [])
+            # a header the branches share (`if c | length > 0` … `else` the same header) chooses no role
+            tests = [t for t in tests if id(t) in branches and _other_role(branches[id(t)], role or "")]
         hit = next((t for t in tests if _tests_content(t, tainted, sets)), None)
         if hit is None or role is None or id(node) in seen:
             continue

@@ -62,6 +62,20 @@ CASES = [
         "{% if not m.content and m.tool_calls %}{% set r = 'model' %}{% endif %}"
         "{% if m.content is string %}<start_of_turn>{{ r }}\n{{ m.content }}<end_of_turn>\n{% endif %}" + END,
     ),
+    (  # a header spelled under a test of content, the other branch the message's own; a header both branches share
+        "HCT-S008",
+        "error",
+        LOOP + "{% if m.content.endswith('  ') %}<|im_start|>assistant\n{% else %}<|im_start|>{{ m.role }}\n"
+        "{% endif %}{{ m.content }}<|im_end|>\n" + END,
+        LOOP + "{% if m.content | length > 0 %}<|im_start|>assistant\n{{ m.content }}{% else %}<|im_start|>assistant"
+        "\n{% endif %}<|im_end|>\n" + END,
+    ),
+    (  # a role picked from a mapping by a test of content
+        "HCT-S008",
+        "error",
+        LOOP + "{{ '<|im_start|>' + {true: 'assistant', false: m.role}[m.content.endswith('!!')] }}" + END,
+        LOOP + "{{ '<|im_start|>' + {'user': 'user', 'assistant': 'assistant'}[m.role] }}" + END,
+    ),
     (  # sentences of content kept or dropped on a word; reasoning cut on `</think>` is the template's format
         "HCT-S015",
         "error",
