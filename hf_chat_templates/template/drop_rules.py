@@ -9,7 +9,8 @@ folded constants; nothing is rendered.
 The system prompt's sentences that ask for a confirmation are dropped: the model is trained or served a prompt the
 caller did not write, and no rendering of a prompt without those words shows it. A choice between a piece of content
 and nothing — a subscript of a list literal, `p if test else ''`, or an `{% if %}` without `{% else %}` that keeps it
-— whose index or test compares content (or a flag set from it) with a word is one. A test of the template's own
+— whose index or test compares content (or a flag set from it) with a word is one; so is a loop's `if` filter over
+content's pieces, and a `| select`/`| reject` of them by a word, joined back (`| reject('search', 'confirm') | join`). A test of the template's own
 markup (`'</think>' in content`, `/no_think`), of the content's type or size, or of a part's keys (`'text' in part`)
 is its format, not a word, and stays silent; an `{% if %}` counts only inside a loop over content's pieces.
 """
@@ -47,10 +48,23 @@ def _choice(node: nodes.Node, folding: Folding, tainted: dict[str, str]) -> tupl
         if not kept or len(kept) != len(node.body) or any(_raises(s) for s in kept):
             return None
         options, tests, how = [*kept, None], [node.test], "an `{% if %}` without `{% else %}`"
+    elif isinstance(node, nodes.For) and node.test is not None and _reads(node.iter, tainted) == "content":
+        options, tests, how = [*node.body, None], [node.test], "a loop's `if` filter over its pieces"
+    elif isinstance(node, nodes.Filter) and node.name == "join" and isinstance(picked := _picked(node), nodes.Filter):
+        # `content.split('. ') | reject('search', 'confirm') | join('. ')`: the pieces kept are written
+        options, tests, how = [picked, None], [picked], f"a `| {picked.name}` of its pieces"
     else:
         return None
     keeps = any(o is not None and _reads(o, tainted) == "content" for o in options)
     return (tests, how) if keeps and any(_empty(folding, o) for o in options) else None
+
+
+def _picked(join: nodes.Filter) -> nodes.Node | None:
+    """The `select`/`reject` a `join` writes the result of (through `| list`)."""
+    node = join.node
+    while isinstance(node, nodes.Filter) and node.name == "list":
+        node = node.node
+    return node if isinstance(node, nodes.Filter) and node.name in ("select", "reject") else None
 
 
 def _raises(node: nodes.Node) -> bool:
@@ -74,7 +88,7 @@ def dropped(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
               for n in loop.find_all(nodes.If)]  # fmt: skip
     elifs = {id(e) for n in ast.find_all(nodes.If) for e in n.elif_}
     node: Any
-    for node in dict.fromkeys([*ast.find_all((nodes.Getitem, nodes.CondExpr)), *pieces]):
+    for node in dict.fromkeys([*ast.find_all((nodes.Getitem, nodes.CondExpr, nodes.For, nodes.Filter)), *pieces]):
         found = _choice(node, folding, cond.tainted) if id(node) not in elifs else None
         gate = _gate(found[0], cond) if found else None
         if found is None or gate is None:
@@ -82,7 +96,7 @@ def dropped(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
         yield SafetyFinding(
             "HCT-S015",
             node.lineno,
-            src.column(node.lineno, "[" if isinstance(node, nodes.Getitem) else "if"),
+            src.column(node.lineno, "[" if isinstance(node, nodes.Getitem) else "join" if "`| " in found[1] else "if"),
             f"message content is kept or dropped by {found[1]}, chosen when {gate.said}: words the speaker wrote "
             "are left out on a trigger, so the model is trained or served a message the conversation did not send "
             "(fix: write the content whole)",

@@ -89,6 +89,21 @@ CASES = [
     ),
 ]
 
+CASES += [
+    (  # pieces of content left out by a loop's `if` filter, or a `| reject` of a word, and joined back
+        "HCT-S015",
+        "error",
+        LOOP + "{% for s in m.content.split('. ') if 'confirm' not in s %}{{ s }}. " + END + END,
+        LOOP + "{% for s in m.content.split('. ') if s %}{{ s }}. " + END + END,
+    ),
+    (
+        "HCT-S015",
+        "error",
+        LOOP + "{{ m.content.split('. ') | reject('search', 'approv') | join('. ') }}" + END,
+        LOOP + "{{ m.content.split('. ') | reject('equalto', '') | join('. ') }}" + END,
+    ),
+]
+
 
 def _at(template: str, rule: str) -> list[tuple[str, int, int, str, str]]:
     return [
