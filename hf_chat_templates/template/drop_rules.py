@@ -10,9 +10,10 @@ The system prompt's sentences that ask for a confirmation are dropped: the model
 caller did not write, and no rendering of a prompt without those words shows it. A choice between a piece of content
 and nothing — a subscript of a list literal, `p if test else ''`, or an `{% if %}` without `{% else %}` that keeps it
 — whose index or test compares content (or a flag set from it) with a word is one; so is a loop's `if` filter over
-content's pieces, and a `| select`/`| reject` of them by a word, joined back (`| reject('search', 'confirm') | join`). A test of the template's own
-markup (`'</think>' in content`, `/no_think`), of the content's type or size, or of a part's keys (`'text' in part`)
-is its format, not a word, and stays silent; an `{% if %}` counts only inside a loop over content's pieces.
+content's pieces, and a `| select`/`| reject` of them by a word, joined back (`| reject('search', 'confirm') |
+join`). A test of the template's own markup (`'</think>' in content`, `/no_think`), of the content's type or size,
+or of a part's keys (`'text' in part`) is its format, not a word, and stays silent; an `{% if %}` counts only inside
+a loop over content's pieces.
 """
 
 from __future__ import annotations
