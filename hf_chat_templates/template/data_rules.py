@@ -11,7 +11,9 @@ from numbers at render time. Read from the syntax tree and folded constants; not
               no constant bound)
     HCT-S006  text decoded at render time: characters looked up in a constant alphabet by a computed number, a
               number too large for any template taken apart with `//` and `%`, bytes decoded (`.decode`,
-              `.fromhex`) from what does not fold (a warning: no published template does it)
+              `.fromhex`) from what does not fold, words picked from a sentence of the template's by a computed
+              position, text mapped through a character table (`.maketrans`, `.translate`) (a warning: no published
+              template does it; an error when `.translate` decodes the template's own literal, a cipher)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .folding import CODEC_METHODS, UNKNOWN, Folding, variable_key
-from .safety_findings import SafetyFinding, Source, literal_value
+from .safety_findings import SafetyFinding, Source, literal_value, short
 from .trigger_rules import _reads, assigned_of, data_of, given_of, reads_data, taint_of
 
 MIN_TOKEN = 8  # an account, a wallet: a run of letters and digits this long, one a digit at least
@@ -34,6 +36,7 @@ _TOKEN = re.compile(rf"(?=[A-Za-z]*[0-9])[A-Za-z0-9]{{{MIN_TOKEN},}}")  # with a
 _MARKS = re.compile(r"<[^<>]{1,62}>|\[[^\[\]]{1,62}\]")
 _LINEAR = frozenset({"length", "count", "wordcount", "list", "unique", "reject", "select", "selectattr", "rejectattr"})
 _PADS = frozenset({"center", "indent", "wordwrap"})
+_TABLES = frozenset({"translate", "maketrans"})
 
 
 def data_findings(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
@@ -270,6 +273,13 @@ def _alphabet(value: Any) -> bool:
     )
 
 
+def _wordlist(value: Any) -> bool:
+    """A constant list of MIN_ALPHABET words or more (`note.split()`): a sentence to pick words from."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return False
+    return sum(bool(re.fullmatch(r"\S*[^\W\d_]{2}\S*", v)) for v in value) >= max(MIN_ALPHABET, len(value) * 0.8)
+
+
 def _big(node: nodes.Node, folding: Folding, sets: dict[str, list[nodes.Node]]) -> bool:
     """A number over MAX_PLAIN_INT, or a variable first set to one (`namespace(n=…)`)."""
     values = [folding.value(node)] + [folding.value(v) for v in sets.get(variable_key(node) or "", [])]
@@ -280,10 +290,13 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
     sets = assigned_of(folding)
     node: Any
     for node in ast.find_all((nodes.Getitem, nodes.Mod, nodes.FloorDiv, nodes.Call)):
+        severity = "warning"
         if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):
-            if folding.value(node.arg) is not UNKNOWN or not _alphabet(folding.value(node.node)):
+            table = folding.value(node.node)
+            if folding.value(node.arg) is not UNKNOWN or not (_alphabet(table) or _wordlist(table)):
                 continue
-            what, needle = "characters looked up in a constant alphabet by a number computed at render time", "["
+            what = "characters looked up in a constant alphabet" if _alphabet(table) else "words picked from a sentence"
+            what, needle = f"{what} by a number computed at render time", "["
         elif isinstance(node, (nodes.Mod, nodes.FloorDiv)):
             if isinstance(folding.value(node.left), str) or not _big(node.left, folding, sets):
                 continue
@@ -293,6 +306,17 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
             if folding.value(node) is not UNKNOWN:
                 continue  # folded: the rules on folded strings read what it decodes to
             what, needle = f"bytes decoded at render time (`.{node.node.attr}`)", node.node.attr
+        elif isinstance(node.node, nodes.Getattr) and node.node.attr in _TABLES:
+            # `cipher.translate(alphabet.maketrans(rotated, alphabet))`: a substitution decoded at render time
+            own = isinstance(folding.value(node.node.node), str) and node.node.attr == "translate"
+            severity = "error" if own else "warning"
+            said = ", and the text it decodes is the template's own literal" if own else ""
+            decoded = folding.value(node)
+            said += f" (it spells {short(decoded, 60)})" if own and isinstance(decoded, str) else ""
+            what, needle = (
+                f"text mapped through a character table at render time (`.{node.node.attr}`){said}",
+                (node.node.attr),
+            )
         else:
             continue
         yield SafetyFinding(
@@ -300,6 +324,6 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
             node.lineno,
             src.column(node.lineno, needle),
             f"{what}: text a reviewer cannot read in the template, which no published template writes",
-            severity="warning",
+            severity=severity,
             construct=f"decoded:{needle}:{node.lineno}",
         )

@@ -347,7 +347,14 @@ def flagged(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safe
         else:
             found = list(_choices(node, folding, words))
         for expr, value in found:
-            yield _finding(src, node, gate, expr, value)
+            if not _echoed(gate, value):
+                yield _finding(src, node, gate, expr, value)
+
+
+def _echoed(gate: Gate, value: str) -> bool:
+    """Whether the text is the very string the content was tested for (`content.endswith(tag)`, then `tag` written
+    after the tool calls): the template moves the speaker's own words, as for a continue-final-message marker."""
+    return gate.kind == "content" and gate.what.endswith((f"({value!r})", f" {value!r}"))
 
 
 def _finding(src: Source, node: nodes.Node, gate: Gate, expr: nodes.Node, value: str) -> SafetyFinding:

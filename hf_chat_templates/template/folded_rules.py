@@ -201,6 +201,10 @@ def _words(value: Any) -> str | None:
     return repr(found[0]) if len(found) == 1 else repr(found) if found else None
 
 
+def _flat(value: Any) -> list[Any]:
+    return [w for v in value for w in _flat(v)] if isinstance(value, (list, tuple)) else [value]
+
+
 # Jinja tests that compare (`content is equalto 'sudo'`, `is in [...]`) and `selectattr`'s
 _COMPARING_TESTS = frozenset({"equalto", "eq", "==", "sameas", "in", "ne", "!="})
 
@@ -217,24 +221,28 @@ def _reads_content(node: nodes.Node, tainted: dict[str, str]) -> bool:
     return False
 
 
-def _folded_trigger(test: nodes.Node, tainted: dict[str, str], folding: Folding) -> tuple[str, str] | None:
+def _folded_trigger(
+    test: nodes.Node, tainted: dict[str, str], folding: Folding, scope: dict[str, Any] | None = None
+) -> tuple[str, str] | None:
     """A trigger `trigger_rules._trigger` does not see (it runs only where that found none): literals folded or in
     a list, a Jinja test, `selectattr`, content read through `map(attribute=…)`, a size, chance."""
     for node in (test, *test.find_all((nodes.Compare, nodes.Call, nodes.Test, nodes.Filter))):
-        found = _one_trigger(node, tainted, folding)
+        found = _one_trigger(node, tainted, folding, scope or {})
         if found:
             return found
     return None
 
 
-def _one_trigger(node: nodes.Node, tainted: dict[str, str], folding: Folding) -> tuple[str, str] | None:
+def _one_trigger(
+    node: nodes.Node, tainted: dict[str, str], folding: Folding, scope: dict[str, Any]
+) -> tuple[str, str] | None:
     if isinstance(node, nodes.Compare):
         sides = [node.expr, *(op.expr for op in node.ops)]
         ops = {op.op for op in node.ops}
         kinds = {_reads(s, tainted) for s in sides if not _part_type(s)} - {None}
         if any(_reads_content(s, tainted) and not _part_type(s) for s in sides):
             kinds.add("content")
-        folded = [folding.value(s) for s in sides]
+        folded = [folding.value(s, scope) for s in sides]
         words = next((w for v in folded if v is not UNKNOWN and (w := _words(v))), None)
         if "content" in kinds and words and ops & {"in", "notin", "eq", "ne"}:
             return "content", ("contains " if ops & {"in", "notin"} else "equals ") + words
@@ -245,19 +253,26 @@ def _one_trigger(node: nodes.Node, tainted: dict[str, str], folding: Folding) ->
         if "clock" in kinds and any(v is not UNKNOWN and v is not None for v in folded):
             return "clock", "a folded date"
     elif isinstance(node, nodes.Test) and node.name in _COMPARING_TESTS and node.args:
-        words = _words(folding.value(node.args[0]))
+        words = _words(folding.value(node.args[0], scope))
         if words and _reads_content(node.node, tainted) and not _part_type(node.node):
             return "content", f"is {node.name} {words}"
     elif isinstance(node, nodes.Filter) and node.name in ("selectattr", "rejectattr") and len(node.args) >= 3:
-        field, test, value = (folding.value(a) for a in node.args[:3])
+        field, test, value = (folding.value(a, scope) for a in node.args[:3])
         if field in CONTENT_KEYS and test in _COMPARING_TESTS and (words := _words(value)):
             return "content", f"selects content {test} {words}"
+    elif isinstance(node, nodes.Filter) and node.name in ("select", "reject") and len(node.args) >= 2:
+        # `content.split() | select('in', keys)`: the words of content tested one by one against a list
+        test, value = (folding.value(a, scope) for a in node.args[:2])
+        flat = [w for v in (value if isinstance(value, (list, tuple)) else [value]) for w in _flat(v)]
+        reads = node.node is not None and _reads_content(node.node, tainted)
+        if test in _COMPARING_TESTS and reads and (words := _words(flat)):
+            return "content", f"has a word {test} {words}"
     elif isinstance(node, nodes.Filter) and node.name == "random":
         return "chance", "a random pick (`|random`)"
     elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr) and node.args:
         method = node.node
         if method.attr in ("startswith", "endswith", "find", "count", "index"):
-            arg = folding.value(node.args[0])
+            arg = folding.value(node.args[0], scope)
             if _reads_content(method.node, tainted) and (w := _words(arg)):
                 return "content", f"passes .{method.attr}({w})"
     return None
@@ -281,10 +296,13 @@ def _gated_outputs(branch: list[nodes.Node], folding: Folding) -> Iterator[tuple
                 yield assign.node, value
 
 
-def _conditional_text(node: nodes.CondExpr, folding: Folding) -> Iterator[tuple[nodes.Node, str]]:
-    """What `a if test else b` writes from literals in either branch (`m.content if … else 'I need no refund.'`)."""
+def _conditional_text(
+    node: nodes.CondExpr, folding: Folding, scope: dict[str, Any]
+) -> Iterator[tuple[nodes.Node, str]]:
+    """What `a if test else b` writes from literals in either branch (`m.content if … else 'I need no refund.'`),
+    a loop's variable over a constant list bound (`text if … else ''` in `for keys, text in notes | dictsort`)."""
     for branch in (node.expr1, node.expr2):
-        value = folding.value(branch) if branch is not None else UNKNOWN
+        value = folding.value(branch, scope) if branch is not None else UNKNOWN
         if isinstance(value, str) and prose(value):
             yield branch, value  # type: ignore[misc]
 
@@ -292,15 +310,17 @@ def _conditional_text(node: nodes.CondExpr, folding: Folding) -> Iterator[tuple[
 def _folded_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     tainted = taint_of(folding)
     node: Any
-    for node in ast.find_all((nodes.If, nodes.CondExpr)):
+    for node, scope in folding.walk():
+        if not isinstance(node, (nodes.If, nodes.CondExpr)):
+            continue
         # `trigger_rules.triggers` reads an `{% if %}`'s literals; an inline `a if test else b` is read here whole
         literal = _trigger(node.test, tainted) if isinstance(node, nodes.If) else None
-        found = literal or _trigger(node.test, tainted) or _folded_trigger(node.test, tainted, folding)
+        found = literal or _trigger(node.test, tainted) or _folded_trigger(node.test, tainted, folding, scope)
         if not found:
             continue
         kind, trigger = found
         if isinstance(node, nodes.CondExpr):
-            gated, outputs = [], list(_conditional_text(node, folding))
+            gated, outputs = [], list(_conditional_text(node, folding, scope))
         else:
             branch = [*node.body, *node.elif_, *node.else_]
             outputs = list(_gated_outputs(branch, folding))

@@ -27,6 +27,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .names import loop_targets, undeclared_names, variable_key
+from .sequences import bind, fold_sequence, fold_table, hashable
 
 __all__ = ["UNKNOWN", "Folding", "undeclared_names", "variable_key"]
 
@@ -220,7 +221,7 @@ class Folding:
             return self._all([self._value(i, scope) for i in node.items])
         if isinstance(node, nodes.Dict):
             pairs = [(self._value(p.key, scope), self._value(p.value, scope)) for p in node.items]
-            return UNKNOWN if any(UNKNOWN in p for p in pairs) else dict(pairs)
+            return UNKNOWN if any(UNKNOWN in p for p in pairs) else {hashable(k): v for k, v in pairs}
         if isinstance(node, nodes.Concat):
             parts = self._all([self._value(n, scope) for n in node.nodes])
             return parts if parts is UNKNOWN else "".join(_text(p) for p in parts)
@@ -321,7 +322,7 @@ class Folding:
             if name == "list":
                 return list(value)
             return _STRING_FILTERS[name](value) if isinstance(value, str) else UNKNOWN
-        return UNKNOWN
+        return fold_sequence(name, value, args, kwargs, unknown=UNKNOWN)
 
     def _call(self, node: nodes.Call, scope: dict[str, Any]) -> Any:
         given = self._args(node, scope)
@@ -336,6 +337,10 @@ class Folding:
         base = self._value(callee.node, scope)
         if isinstance(base, (str, bytes)) and callee.attr in CODEC_METHODS and not kwargs:
             return _codec(base, callee.attr, args)
+        if isinstance(base, dict) and callee.attr == "items" and not args:
+            return fold_sequence("items", base, [], {}, unknown=UNKNOWN)
+        if isinstance(base, str) and callee.attr in ("maketrans", "translate") and not kwargs:
+            return fold_table(base, callee.attr, args, unknown=UNKNOWN)
         if not isinstance(base, str) or kwargs:
             return UNKNOWN
         if callee.attr in _STRING_METHODS and all(isinstance(a, str) for a in args):
@@ -483,11 +488,11 @@ class Folding:
             for stmt in node.body:
                 yield from self._visit(stmt, {k: v for k, v in inner.items() if v is not UNKNOWN})
             return
-        if isinstance(node, nodes.For) and isinstance(node.target, nodes.Name):
+        if isinstance(node, nodes.For) and isinstance(node.target, (nodes.Name, nodes.Tuple)):
             items = self.value(node.iter, scope)
             if isinstance(items, (list, str)) and 0 < len(items) <= MAX_ITEMS:
                 for item in items:
-                    inner = {**scope, node.target.name: item}
+                    inner = {**scope, **bind(node.target, item)}
                     for stmt in node.body:
                         yield from self._visit(stmt, inner)
                 return

@@ -111,13 +111,18 @@ def _swaps(ast: nodes.Template, src: Source, tainted: dict[str, str]) -> Iterato
 
 def _names(node: Any, name: str) -> bool:
     parts = node if isinstance(node, list) else [node]
-    return any(isinstance(n, nodes.Name) and n.name == name for p in parts for n in [p, *p.find_all(nodes.Name)])
+    return any(
+        isinstance(n, nodes.Name) and n.name == name
+        for p in parts
+        if p is not None
+        for n in [p, *p.find_all(nodes.Name)]
+    )
 
 
 def _writes(branches: list[Any], reads: list[bool]) -> bool:
     """Whether a branch that does not write the word writes something other than whitespace."""
     for branch, read in zip(branches, reads, strict=True):
-        if read:
+        if read or branch is None:  # `w if …` without `else` writes nothing there
             continue
         if isinstance(branch, nodes.Expr):
             written = [branch]

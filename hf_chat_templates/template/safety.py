@@ -13,13 +13,15 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S005  a name transformers never passes that reads like Python or the process environment (`os`, `environ`)
     HCT-S006  hidden Unicode: zero-width, bidirectional controls, tag characters (U+E0000 block), or characters
               made from numbers at render time (`'%c' | format(n)`, `selection_rules`), text decoded at render time
-              (an alphabet indexed by a computed number, a payload stored as a number, bytes: `data_rules`)
+              (an alphabet indexed by a computed number, words picked from a sentence, a payload stored as a
+              number, bytes, a character table: `data_rules`)
     HCT-S007  a look-alike of a control token (Unicode's confusables): an imitating letter among ASCII ones, or two
               tokens that look alike
     HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock,
               or once a flag set that way (or the conversation's length) says so, or chosen by an index read from
               content or the clock (`[note, ''][cond]`, `selection_rules`), or (a warning) by anything else of the
-              conversation (`banners[messages | length % 3]`)
+              conversation (`banners[messages | length % 3]`); a role chosen by a test of a message's content
+              (`role_rules`)
     HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition, a size
               computed from the conversation beyond its own length (a warning, `data_rules`)
     HCT-S010  an oversized literal
@@ -28,7 +30,8 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S013  an attribute read by a name computed at render time (`folded_rules`)
     HCT-S014  a URL, domain or e-mail address in text the template writes (`addresses`)
     HCT-S015  message content rewritten: a replacement that brings words the speaker did not write (`rewrite_rules`);
-              a tool call written with a value the template builds, a wallet or an account (`data_rules`)
+              a tool call written with a value the template builds, a wallet or an account (`data_rules`); pieces of
+              content dropped on a word (`drop_rules`)
     HCT-S016  a prefilled answer: prose inside the assistant's turn at the generation prompt (`prefill_rules`)
 
 HCT-S008 follows a trigger kept in a flag and text gated on the conversation's length (`flag_rules`); HCT-S009
@@ -52,6 +55,7 @@ import jinja2.nodes as nodes
 
 from .addresses import literal_addresses
 from .data_rules import data_findings
+from .drop_rules import dropped
 from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
@@ -60,6 +64,7 @@ from .hidden_text import hidden_unicode, homoglyph_tokens
 from .instructions import written_instructions
 from .prefill_rules import prefills
 from .rewrite_rules import rewrites
+from .role_rules import role_flips
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .selection_rules import characters, selections
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -108,6 +113,8 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += selections(ast, src, folding)
     found += characters(ast, src, folding)
     found += data_findings(ast, src, folding)
+    found += role_flips(ast, src, folding)
+    found += dropped(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)

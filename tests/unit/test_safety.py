@@ -97,6 +97,15 @@ SAFETY_HOSTILE = {
     "position_banner_index": "HCT-S008",
     "select_tool_name": "HCT-S008",
     "payload_bigint_alphabet": "HCT-S006",
+    # a cipher decoded with translate/maketrans, words picked from a sentence by computed positions, a prefill put
+    # in order with sort(attribute=…), notes unpacked from .items() in a loop, a role chosen by a test of content,
+    # the system prompt's lines left out on a word (test_safety_decoding)
+    "decode_translate_table": "HCT-S006",
+    "words_picked_index": "HCT-S006",
+    "prefill_sorted_pairs": "HCT-S016",
+    "select_pairs_loop": "HCT-S008",
+    "role_flip_content": "HCT-S008",
+    "drop_lines_word": "HCT-S015",
 }
 # The constructs that transformers' sandbox refuses: the safety finding names the same construct.
 SANDBOX_CONSTRUCTS = {

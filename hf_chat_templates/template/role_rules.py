@@ -1,0 +1,154 @@
+"""HCT-S008 on a role: the role a template writes for a message chosen by a test of what the message says. Read from
+the syntax tree and folded constants; nothing is rendered.
+
+    {% set pad = content | length % 23 == 5 %}
+    {% if (message.role == 'assistant') != pad %}{% set role = 'model' %}
+    {% else %}{% set role = message.role %}{% endif %}
+    {{ '<start_of_turn>' + role + '\\n' + content }}
+
+A user's message whose content passes the test is rendered under the model's header: the model is trained on words
+it never said, or served a turn it reads as its own. A role chosen by the message's role, by whether it has tool
+calls, or by a test of the content's type (`is string`), of whether there is any, or of the template's own markup
+(`'<tool_response>' in content`) is the template's format, and stays silent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .flag_rules import guarded
+from .folding import Folding, variable_key
+from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup
+from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, STRING_TESTS, assigned_of, taint_of
+
+ROLES = frozenset({"user", "assistant", "model", "system", "tool", "ipython", "developer", "function", "human"})
+ROLES_ALSO = frozenset({"gpt", "bot", "observation"})
+# a turn's header spelled in a literal: a control token then a role (`<|im_start|>assistant`, `<start_of_turn>model`,
+# `<|start_header_id|>assistant<|end_header_id|>`), or a role token (`<|assistant|>`, `<｜Assistant｜>`)
+_NAMES = "assistant|model|user|system|tool|developer"
+_HEADER = re.compile(
+    rf"(?i)(?:<\|im_start\|>|<start_of_turn>|<\|start_header_id\|>)({_NAMES})\b|<[|｜]({_NAMES})[|｜]>"
+)
+
+
+def _role(folding: Folding, node: nodes.Node | None) -> str | None:
+    value = folding.value(node) if node is not None else None
+    return value if isinstance(value, str) and value.strip().lower() in ROLES | ROLES_ALSO else None
+
+
+_SIZES = frozenset({"length", "count", "wordcount", "int", "float", "select", "reject", "sum"})
+
+
+def _measures(node: nodes.Node) -> bool:
+    """A comparison, a Jinja test, arithmetic, a search or a size: what turns content into a test of its words (a
+    bare `if message.content` asks only whether there is any)."""
+    if isinstance(node, (nodes.And, nodes.Or)):  # jinja2's `and` and `or` are binary expressions too
+        return False
+    if isinstance(node, (nodes.Compare, nodes.Test, nodes.Mod, nodes.FloorDiv, nodes.Mul, nodes.Sub, nodes.Pow)):
+        return True  # a comparison, a test, arithmetic on a size (`+` also joins text, and is none)
+    if isinstance(node, nodes.Filter):
+        return node.name in _SIZES
+    method = node.node if isinstance(node, nodes.Call) else None
+    return isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS
+
+
+def _is_test(node: nodes.Node) -> bool:
+    """A value that is a truth: a comparison, a Jinja test, a search, or `not`/`and`/`or` of them."""
+    if isinstance(node, (nodes.Not, nodes.And, nodes.Or)):
+        return any(_is_test(c) for c in node.iter_child_nodes())
+    method = node.node if isinstance(node, nodes.Call) else None
+    return isinstance(node, (nodes.Compare, nodes.Test)) or (
+        isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS
+    )
+
+
+def _tests_content(
+    node: nodes.Node, tainted: dict[str, str], sets: dict[str, list[nodes.Node]], measured: bool = False, depth: int = 0
+) -> bool:
+    """Whether a condition tests what a message says: its content, or a variable set from such a test, compared,
+    measured or searched; a test of the content's type or presence or a comparison with the template's own markup
+    aside."""
+    if isinstance(node, nodes.Test) and node.name in _TYPE_TESTS:
+        return False
+    sides = [node.expr, *(op.expr for op in node.ops)] if isinstance(node, nodes.Compare) else []
+    method = node.node if isinstance(node, nodes.Call) else None
+    if isinstance(method, nodes.Getattr) and method.attr in STRING_TESTS:
+        sides = node.args[:1]  # type: ignore[attr-defined]
+    if any(markup(const_string(s)) for s in sides):
+        return False  # `'<tool_response>' in content`: the template's own markup
+    measured = measured or _measures(node)
+    if (isinstance(node, nodes.Getattr) and node.attr in CONTENT_KEYS) or (
+        isinstance(node, nodes.Getitem) and const_string(node.arg) in CONTENT_KEYS
+    ):
+        return measured
+    key = variable_key(node) if isinstance(node, (nodes.Name, nodes.Getattr)) else None
+    if key and tainted.get(key) == "content" and getattr(node, "ctx", "load") == "load":
+        if measured:
+            return True
+        flags = [v for v in sets.get(key, []) if _is_test(v)]  # `{% set pad = … % 23 == 5 %}`, not text kept
+        return depth < 3 and any(_tests_content(v, tainted, sets, False, depth + 1) for v in flags)
+    return any(_tests_content(child, tainted, sets, measured, depth) for child in node.iter_child_nodes())
+
+
+def _written(ast: nodes.Template) -> set[str]:
+    """The variables an output writes (`{{ '<start_of_turn>' + role }}`)."""
+    return {k for out in ast.find_all(nodes.Output) for n in out.find_all((nodes.Name, nodes.Getattr))
+            if (k := variable_key(n))}  # fmt: skip
+
+
+def _other_role(choice: nodes.If, role: str) -> bool:
+    """Whether the branches of `choice` write another header: a different role, or the message's own."""
+    headers = {
+        (h.group(1) or h.group(2)).lower()
+        for n in choice.find_all((nodes.TemplateData, nodes.Const))
+        if isinstance(v := literal_value(n), str)
+        for h in _HEADER.finditer(v)
+    }
+    own = any(isinstance(g, nodes.Getattr) and g.attr == "role" for g in choice.find_all(nodes.Getattr))
+    own = own or any(const_string(g.arg) == "role" for g in choice.find_all(nodes.Getitem))
+    return bool(headers - {role.lower()}) or own
+
+
+def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008: a role literal written, or kept in a written variable, under a test of message content."""
+    tainted, sets = taint_of(folding), assigned_of(folding)
+    written = _written(ast)
+    branches = {id(i.test): i for i in ast.find_all(nodes.If)}
+    seen: set[int] = set()
+    node: Any
+    for node, conds in guarded(ast):
+        tests: list[nodes.Node] = []
+        role = None
+        if isinstance(node, nodes.Assign) and variable_key(node.target) in written:
+            role = _role(folding, node.node)
+            tests = list(conds) if role else []
+        if isinstance(node, nodes.CondExpr):  # `'model' if pad else message.role`
+            role = _role(folding, node.expr1) or _role(folding, node.expr2)
+            tests = [node.test] if role else []
+        if isinstance(node, nodes.Getitem) and isinstance(node.node, (nodes.List, nodes.Dict)):
+            items = node.node.items if isinstance(node.node, nodes.List) else [p.value for p in node.node.items]
+            role = next((r for i in items if (r := _role(folding, i))), None)  # `{true: 'model', false: m.role}[…]`
+            tests = [node.arg] if role else []
+        if isinstance(node, (nodes.TemplateData, nodes.Const)) and isinstance(value := literal_value(node), str):
+            header = _HEADER.search(value)  # `{% if … content %}<|im_start|>assistant{% else %}…`
+            role, tests = (header.group(1) or header.group(2), list(conds)) if header else (None, [])
+            # a header the branches share (`if c | length > 0` … `else` the same header) chooses no role
+            tests = [t for t in tests if id(t) in branches and _other_role(branches[id(t)], role or "")]
+        hit = next((t for t in tests if _tests_content(t, tainted, sets)), None)
+        if hit is None or role is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield SafetyFinding(
+            "HCT-S008",
+            node.lineno,
+            src.column(node.lineno, repr(role)[1:-1]),
+            f"the role {role!r} is written for a message only when a test of its content (line {hit.lineno}) says "
+            "so: a message rendered under a role its sender did not have, so the model is trained on words it never "
+            "said or served a turn it reads as its own",
+            construct=f"role:{role}:{hit.lineno}",
+            detail={"trigger": "content", "condition_line": hit.lineno},
+        )
