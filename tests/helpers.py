@@ -403,3 +403,28 @@ def verify_recording_workers(monkeypatch: Any, folder: Path, **options: Any) -> 
     monkeypatch.setattr(json_worker, "_popen", record)
     monkeypatch.setattr(runner, "load_tokenizer", load_tokenizer)
     return runner.verify(folder, **options), begun
+
+
+# ---- template-safety rule cases: each rule fires on its broken input and not on the legitimate shape beside it ----
+
+
+def rule_findings(template: str, rule: str) -> list[tuple[str, int, int, str, str]]:
+    """(severity, line, column, message, fix) of each error or warning `rule` finds in `template`."""
+    from hf_chat_templates.template.safety import scan_template
+
+    return [
+        (f.severity, f.line, f.column, f.message, f.fix)
+        for f in scan_template(template)
+        if f.rule == rule and f.severity != "info"
+    ]
+
+
+def assert_rule_case(rule: str, severity: str, broken: str, legitimate: str, *, any_rule: bool = False) -> None:
+    """The rule's first finding on `broken` has `severity`, a position and a fix; `legitimate` draws no error or
+    warning of the rule (of any rule, with `any_rule`)."""
+    from hf_chat_templates.template.safety import scan_template
+
+    found = rule_findings(broken, rule)
+    assert found and found[0][0] == severity and found[0][1] >= 1 and found[0][4], found
+    kept = [f for f in scan_template(legitimate) if f.severity in ("error", "warning") and (any_rule or f.rule == rule)]
+    assert kept == [], kept

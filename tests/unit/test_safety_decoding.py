@@ -13,7 +13,7 @@ import pytest
 
 from hf_chat_templates.template.safety import scan_template
 
-from ..helpers import REPO_ROOT
+from ..helpers import REPO_ROOT, assert_rule_case
 
 HOSTILE = REPO_ROOT / "tests" / "hostile" / "safety"
 LOOP = "{% for m in messages %}"
@@ -105,23 +105,11 @@ CASES += [
 ]
 
 
-def _at(template: str, rule: str) -> list[tuple[str, int, int, str, str]]:
-    return [
-        (f.severity, f.line, f.column, f.message, f.fix)
-        for f in scan_template(template)
-        if f.rule == rule and f.severity != "info"
-    ]
-
-
 @pytest.mark.parametrize(("rule", "severity", "broken", "legitimate"), CASES)
 def test_the_rule_fires_on_its_broken_input_and_not_on_the_legitimate_shape(
     rule: str, severity: str, broken: str, legitimate: str
 ) -> None:
-    found = _at(broken, rule)
-    assert found and found[0][0] == severity and found[0][1] >= 1 and found[0][2] >= 1 and found[0][4], scan_template(
-        broken
-    )
-    assert not _at(legitimate, rule), scan_template(legitimate)
+    assert_rule_case(rule, severity, broken, legitimate)
 
 
 def test_a_role_flip_names_the_role_and_the_test() -> None:
