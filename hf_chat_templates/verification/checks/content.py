@@ -17,6 +17,7 @@ from ..context import RecordContext, VerifyContext
 from ..results import CheckResult, Finding, verdict
 from .call_turns import beside_calls, call_turn_hint
 from .content_kept import raises_on_none
+from .refusals import refusal_beneath, renders_without_empty_calls
 
 _KIND_NAMES = {
     "content": "content",
@@ -116,8 +117,11 @@ def _names(ctx: VerifyContext, capability: str) -> bool:
 
 def _unclaimed(ctx: VerifyContext, probe: Probe) -> list[str]:
     """The capabilities the probe carries that the template shows nowhere and never names: what a crash on it says
-    the template does not support (empty when it names one of them: a crash on what it reads is an error)."""
+    the template does not support (empty when it names one of them: a crash on what it reads is an error). Parts
+    the template never reads are lacking even when a rendering shows their text (a list written whole, `| trim`)."""
     missing = lacking(ctx, probe)
+    if "content_parts" in probe.requires and "content_parts" not in missing and not _names(ctx, "content_parts"):
+        missing.append("content_parts")
     return [] if any(_names(ctx, c) for c in missing) else missing
 
 
@@ -163,7 +167,7 @@ def renders(ctx: VerifyContext) -> CheckResult:
         if r.ok:
             continue
         reason = (r.error or "").split(": ", 1)[-1]
-        if r.refused and probe.must_render and _renders_without_empty_calls(ctx, probe):
+        if r.refused and probe.must_render and renders_without_empty_calls(ctx, probe):
             finding = Finding(
                 probe.id,
                 f"probe {probe.id} ({probe.description}) is refused by the template's raise_exception: "
@@ -174,6 +178,9 @@ def renders(ctx: VerifyContext) -> CheckResult:
             )
         elif r.refused:
             finding = _refusal(ctx, probe, reason, r.error)
+        elif (beneath := refusal_beneath(ctx, probe)) is not None:  # its refusal's own message raised
+            said = (beneath.error or "").split(": ", 1)[-1]
+            finding = _refusal(ctx, probe, f"{said}; building that message raised {r.error}", r.error)
         elif not probe.must_render and (unclaimed := _unclaimed(ctx, probe)) and _raised_on(ctx, probe, unclaimed):
             finding = _unsupported(ctx, probe, unclaimed, r.error)
         else:
@@ -198,12 +205,6 @@ def renders(ctx: VerifyContext) -> CheckResult:
         "make the template accept OpenAI-format messages: tool_calls[].function.{name,arguments} with arguments "
         "as dict or JSON string, content None, content as a list of parts",
     )
-
-
-def _renders_without_empty_calls(ctx: VerifyContext, probe: Probe) -> bool:
-    """Whether the probe renders once its `tool_calls: []` keys are gone: the empty list alone was refused."""
-    messages = [{k: v for k, v in m.items() if not (k == "tool_calls" and not v)} for m in probe.message_list()]
-    return ctx.renderer.render(messages, probe.tool_list()).ok
 
 
 def _required(ctx: VerifyContext, capability: str | None) -> bool:

@@ -18,6 +18,7 @@ from ...conversations.probes import Probe
 from ...template.rendering import Rendered
 from ..context import VerifyContext
 from ..results import Finding, around
+from .refusals import NO_TOOL_FORMAT, has_no_tool_format
 
 NONE_CONTENT_HINT = (
     "test content before using it: `{% if message.content %}` (or `message.content or ''`), so that content None "
@@ -64,16 +65,18 @@ def raises_on_none(ctx: VerifyContext) -> list[Finding]:
         given = kept(ctx, probe)
         if given.ok or given.refused or not kept(ctx, probe, none=False).ok:
             continue  # (the last: rendering as given fails without the None too, so the None is not why)
-        findings.append(
-            Finding(
-                probe.id,
-                f"probe {probe.id} ({probe.description}) renders in transformers only because it drops content "
-                f"None: with message {empty[0]}'s content None kept, as OpenAI sends it beside tool calls and TGI "
-                f"and transformers.js pass it, the template raises {given.error}; such requests cannot be served",
-                {"error": given.error, "message_index": empty[0], "content": None},
-                hint=NONE_CONTENT_HINT,
-            )
+        finding = Finding(
+            probe.id,
+            f"probe {probe.id} ({probe.description}) renders in transformers only because it drops content "
+            f"None: with message {empty[0]}'s content None kept, as OpenAI sends it beside tool calls and TGI "
+            f"and transformers.js pass it, the template raises {given.error}; such requests cannot be served",
+            {"error": given.error, "message_index": empty[0], "content": None},
+            hint=NONE_CONTENT_HINT,
         )
+        if has_no_tool_format(ctx) and probe.messages[empty[0]].get("tool_calls"):  # a tool-call turn: no format
+            finding.text += f"; {NO_TOOL_FORMAT}: it does not support tool calling"
+            finding.severity, finding.hint = "info", None
+        findings.append(finding)
     return findings
 
 

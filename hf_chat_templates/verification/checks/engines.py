@@ -29,6 +29,7 @@ from ...template.rendering import Rendered, frozen_clock
 from ...template.syntax import transformers_text
 from ..context import CLOCKS, VerifyContext
 from ..results import CheckResult, Finding, verdict
+from .refusals import NO_TOOL_FORMAT, carries_calls, has_no_tool_format
 
 # Why an engine writes "\r\n" where transformers writes "\n": a template with CRLF line endings (a config key).
 CARRIAGE_RETURNS = (
@@ -196,6 +197,12 @@ def _failures(
         if getattr(first, "input_refused", False) or REFUSES_REQUEST in error:  # the engine's rule, not the template's
             finding.severity, finding.cause = "info", "input normalization"
             finding.hint = f"{label} does not serve this input: send it in a form the engine accepts"
+        elif has_no_tool_format(ctx) and all(carries_calls(ctx.probe(i)) for i in ids):
+            finding.text += f"; {NO_TOOL_FORMAT}: it does not support tool calling"
+            finding.severity, finding.cause = "info", "template format"
+            finding.hint = "send such a model no tool calls, or train a template with a tool-call format"
+            findings.append(finding)
+            continue
         findings.append(_blamed(finding, engine, blame_error(engine.name, template, error)))
     return findings, loads
 
