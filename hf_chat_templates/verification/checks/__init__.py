@@ -1,9 +1,9 @@
 """Every check, in the order they run: one ordered tuple of (id, function of the context). Each module holds one
-concern: `tokens` (how a rendering becomes ids), `content` (what a rendering keeps), `completion` (what an answer
-trains), `training` (the assistant mask), `portability` (the clock, other engines, the official renderer), `folder`
-(the files agree), `safety` (what the template reaches for, hides or says on a trigger), `structure` (turns opened
-and closed, BOS first, no placeholder written as text). docs/checks.md describes each check, its severities and its
-fix."""
+concern: `tokens` (how a rendering becomes ids), `merge` (tokens across messages), `content` (what a rendering
+keeps), `completion` (what an answer trains), `training` (the assistant mask), `portability` (the clock, other
+engines, the official renderer), `folder` (the files agree), `safety` (what the template reaches for, hides or says
+on a trigger), `structure` (turns opened and closed, BOS first, no placeholder written as text). docs/checks.md
+describes each check, its severities and its fix."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from . import (
     engines,
     fidelity,
     folder,
+    merge,
     portability,
     safety,
     stability,
@@ -40,7 +41,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("structure", structure.structure),
     ("assistant-mask", training.assistant_mask),
     ("prefix-stable", stability.prefix_stable),
-    ("boundary-merge", tokens.boundary_merge),
+    ("boundary-merge", merge.boundary_merge),
     ("stop-token-registered", tokens.stop_token_registered),
     ("deterministic", portability.deterministic),
     ("engine-parity", engines.engine_parity),

@@ -13,7 +13,7 @@ from ...conversations.probes import Probe
 from ...template.safety_findings import literal_value
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from ..results import NO_STOP_TOKEN, CheckResult, Finding, around, first_difference, turn_end_hint, verdict, visible
+from ..results import CheckResult, Finding, around, first_difference, turn_end_hint, verdict, visible
 
 
 def _completion_probes(ctx: VerifyContext) -> list[Probe]:
@@ -81,7 +81,7 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     index = len(messages) - 1
     if not full.startswith(prompt):
         return _prompt_not_prefix(ctx, probe, messages, prompt, full)
-    tail = full[len(prompt) :]
+    tail = full[len(prompt) : _turn_end(ctx, probe, index, len(prompt))]
     header = _generated_header(ctx, tail, answer)
     prefix = _format_prefix(ctx, probe, prompt, full, tail[: tail.find(answer)]) if header is None else None
     if prefix is not None:  # the format's own text the model writes first (functionary's recipient `all\n`)
@@ -98,6 +98,8 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             f"got {around(tail, pos, ctx.control_tokens)}",
             {"message_index": index, "char_position": len(prompt) + pos},
         )
+    if not ctx.stop_tokens:  # the content is the answer's text; what ends the turn is stop-token-registered's
+        return None
     rest = tail[len(header) + len(answer) :]
     stop = next((t for t in ctx.stop_tokens if rest.startswith(t)), None)
     if stop is None:
@@ -137,6 +139,13 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
     if found is None and prefix is not None:
         return _prefix_finding(ctx, probe, index, prefix, prompt)
     return found
+
+
+def _turn_end(ctx: VerifyContext, probe: Probe, index: int, start: int) -> int | None:
+    """Where the answer's turn ends when no stop token is known: where the next message's text begins (None: the
+    rendering's end). With a stop token the completion runs on through it."""
+    bounds = ctx.message_boundaries(probe) if not ctx.stop_tokens else None
+    return bounds[index] if bounds and bounds[index] >= start else None
 
 
 def _decoded_finding(
@@ -335,9 +344,9 @@ def _trimmed_beside_calls(ctx: VerifyContext) -> list[Finding]:
 
 
 def completion_matches_content(ctx: VerifyContext) -> CheckResult:
-    if not ctx.stop_tokens:
-        return CheckResult("completion-matches-content", "skip", NO_STOP_TOKEN)
-    if (missing := ctx.missing_turn_end()) is not None:
+    # With no stop token the answer's text is still compared with the content, up to where the next turn begins:
+    # a trimmed or rewritten answer is trained on text the data did not say (the missing stop is reported apart)
+    if ctx.stop_tokens and (missing := ctx.missing_turn_end()) is not None:
         return CheckResult("completion-matches-content", "fail", missing, "plain", hint=turn_end_hint(missing))
     findings = []
     probes = _completion_probes(ctx)
@@ -365,6 +374,8 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
     return verdict(
         "completion-matches-content",
         findings,
-        f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)",
+        f"the trained completion is exactly content + {ctx.stop_tokens[0]} ({len(probes)} probes)"
+        if ctx.stop_tokens
+        else f"the trained completion starts with exactly the content ({len(probes)} probes; no stop token is known)",
         "write the stop token right after the content, and let the generation prompt end where the answer begins",
     )

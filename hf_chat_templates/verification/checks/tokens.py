@@ -295,38 +295,6 @@ def decode_roundtrip(ctx: VerifyContext) -> CheckResult:
     )
 
 
-def boundary_merge(ctx: VerifyContext) -> CheckResult:
-    findings = []
-    checked = 0
-    for probe, text in _rendered_probes(ctx):
-        bounds = ctx.message_boundaries(probe)
-        if not bounds:
-            continue
-        checked += 1
-        ids, offsets = ctx.renderer.encode_with_offsets(text)
-        for b_index, boundary in enumerate(bounds[:-1]):
-            for t_index, (start, end) in enumerate(offsets):
-                if start < boundary < end:
-                    findings.append(
-                        Finding(
-                            probe.id,
-                            f"probe {probe.id}: token {t_index} {ctx.pieces([ids[t_index]])} spans the boundary "
-                            f"between message {b_index} and {b_index + 1} at char {boundary}: "
-                            f"{around(text, boundary, ctx.control_tokens)}",
-                            {"token_position": t_index, "char_position": boundary, "message_index": b_index + 1},
-                        )
-                    )
-                    break
-    if not checked:
-        return CheckResult("boundary-merge", "skip", "no probe renders its messages as string prefixes")
-    return verdict(
-        "boundary-merge",
-        findings,
-        f"no token spans a message boundary ({checked} probes)",
-        "end each turn with a control token or a newline the pre-tokenizer always splits on",
-    )
-
-
 def _pad_example(ctx: VerifyContext) -> str:
     """A special token of the tokenizer that can pad (not a stop token), for a fix to name; TOKEN when none."""
     from ...installation.pad import pad_candidates
