@@ -22,7 +22,8 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
               content or the clock (`[note, ''][cond]`, `selection_rules`), or (a warning) by anything else of the
               conversation (`banners[messages | length % 3]`); a role chosen by a test of a message's content
               (`role_rules`)
-    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition, a size
+    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition or calls
+              itself twice on one path (2**depth calls, `growth_rules`), a size
               computed from the conversation beyond its own length (a warning, `data_rules`)
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
