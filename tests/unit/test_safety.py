@@ -107,6 +107,7 @@ SAFETY_HOSTILE = {
     "decode_fragment_list": "HCT-S006",
     "decode_stride_slice": "HCT-S006",
     "bomb_branching_macro": "HCT-S009",
+    "role_moved_to_system": "HCT-S008",
     "prefill_sorted_pairs": "HCT-S016",
     "select_pairs_loop": "HCT-S008",
     "role_flip_content": "HCT-S008",

@@ -138,6 +138,21 @@ CASES += [
         "{% set s = 'Hqevlkljoz bwcofrglmd pyatunsi' %}" + LOOP + "{{ s[loop.index0::2] }}" + END,
         "{% set s = 'Hello world' %}" + LOOP + "{{ m.content[::-1] }}{{ s[:5] }}" + END,
     ),
+    (  # a user's words kept for the system prompt on a test of them; the legitimate shape edits the system's own
+        "HCT-S008",
+        "error",
+        "{% set s = namespace(p='') %}{% set w = messages[-1].content.split() %}"
+        "{% if w[0] == w[-1] | reverse %}{% set s.p = w[1:-1] | join(' ') %}{% endif %}{{ s.p }}" + CHATML,
+        "{% set s = namespace(p='') %}{% if messages[0].role == 'system' %}{% set c = messages[0].content %}"
+        "{% if '/no_think' in c %}{% set s.p = c.replace('/no_think', '') %}{% endif %}{% endif %}{{ s.p }}" + CHATML,
+    ),
+    (  # the conversation rebuilt on a test of what it says; the legitimate shape drops a leading system turn
+        "HCT-S008",
+        "error",
+        "{% if 'sudo' in messages[-1].content %}{% set messages = [{'role': 'system', 'content': "
+        "messages[-1].content}] %}{% endif %}" + CHATML,
+        "{% if messages[0].role == 'system' %}{% set messages = messages[1:] %}{% endif %}" + CHATML,
+    ),
     (  # a macro that calls itself twice on one path; a schema walker calls itself once per property, in a loop
         "HCT-S009",
         "warning",
@@ -188,7 +203,16 @@ def test_a_continue_final_message_marker_moved_by_the_template_is_no_trigger() -
     assert any(f.rule == "HCT-S008" and f.severity == "error" for f in scan_template(gated))
 
 
-NEW = ("decode_", "bomb_branching", "words_picked", "prefill_sorted", "select_pairs", "role_flip", "drop_lines")
+NEW = (
+    "decode_",
+    "bomb_branching",
+    "role_moved",
+    "words_picked",
+    "prefill_sorted",
+    "select_pairs",
+    "role_flip",
+    "drop_lines",
+)
 
 
 @pytest.mark.parametrize("path", [p for p in sorted(HOSTILE.glob("*.jinja")) if p.stem.startswith(NEW)], ids=str)
