@@ -12,8 +12,10 @@ from numbers at render time. Read from the syntax tree and folded constants; not
     HCT-S006  text decoded at render time: characters looked up in a constant alphabet by a computed number, a
               number too large for any template taken apart with `//` and `%`, bytes decoded (`.decode`,
               `.fromhex`) from what does not fold, words picked from a sentence of the template's by a computed
-              position, text mapped through a character table (`.maketrans`, `.translate`) (a warning: no published
-              template does it; an error when `.translate` decodes the template's own literal, a cipher)
+              position, pieces of a constant list of fragments put together in a computed order, every n-th
+              character of a constant (`s[i::7]`), text mapped through a character table (`.maketrans`,
+              `.translate`) (a warning: no published template does it; an error when `.translate` decodes the
+              template's own literal, a cipher)
 """
 
 from __future__ import annotations
@@ -280,6 +282,17 @@ def _wordlist(value: Any) -> bool:
     return sum(bool(re.fullmatch(r"\S*[^\W\d_]{2}\S*", v)) for v in value) >= max(MIN_ALPHABET, len(value) * 0.8)
 
 
+def _pieces_of(value: Any) -> bool:
+    """A constant list of MIN_ALPHABET strings or more: fragments to put together in a computed order."""
+    return isinstance(value, list) and len(value) >= MIN_ALPHABET and all(isinstance(v, str) and v for v in value)
+
+
+def _strided(cut: nodes.Slice, folding: Folding) -> bool:
+    """A slice with a step other than 1 or -1 (`s[i::7]`): every n-th character, an interleaved text."""
+    step = folding.value(cut.step) if cut.step is not None else 1
+    return step is UNKNOWN or step not in (1, -1)
+
+
 def _big(node: nodes.Node, folding: Folding, sets: dict[str, list[nodes.Node]]) -> bool:
     """A number over MAX_PLAIN_INT, or a variable first set to one (`namespace(n=…)`)."""
     values = [folding.value(node)] + [folding.value(v) for v in sets.get(variable_key(node) or "", [])]
@@ -291,11 +304,23 @@ def _decoded(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
     node: Any
     for node in ast.find_all((nodes.Getitem, nodes.Mod, nodes.FloorDiv, nodes.Call)):
         severity = "warning"
-        if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Slice):
-            table = folding.value(node.node)
-            if folding.value(node.arg) is not UNKNOWN or not (_alphabet(table) or _wordlist(table)):
+        if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
+            if not (_strided(node.arg, folding) and _alphabet(folding.value(node.node))):
                 continue
-            what = "characters looked up in a constant alphabet" if _alphabet(table) else "words picked from a sentence"
+            what, needle = "characters picked from a constant string by a stride (`s[i::n]`)", "::"
+        elif isinstance(node, nodes.Getitem):
+            table = folding.value(node.node)
+            if folding.value(node.arg) is not UNKNOWN or not (
+                _alphabet(table) or _wordlist(table) or _pieces_of(table)
+            ):
+                continue
+            what = (
+                "characters looked up in a constant alphabet"
+                if _alphabet(table)
+                else "words picked from a sentence"
+                if _wordlist(table)
+                else "pieces picked from a constant list of fragments"
+            )
             what, needle = f"{what} by a number computed at render time", "["
         elif isinstance(node, (nodes.Mod, nodes.FloorDiv)):
             if isinstance(folding.value(node.left), str) or not _big(node.left, folding, sets):

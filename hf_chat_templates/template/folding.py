@@ -2,9 +2,9 @@
 
 A rule that reads literals misses a name or a sentence the template assembles: `['__cla', 'ss__'] | join`,
 `'%c%c' | format(95, 95)`, `'__ssalc__' | reverse`, a `{% set %}` of a constant used later, a macro called with
-constants, a loop over a constant list. `Folding` evaluates those from jinja2's nodes (nothing is compiled or
-rendered, and no Python method is called on anything but a constant string, list or number), so every text rule can
-read the strings the template writes as well as the ones it spells.
+constants, a loop over a constant list, a namespace field never set again. `Folding` evaluates those from jinja2's
+nodes (nothing is compiled or rendered, and no Python method is called on anything but a constant string, list or
+number), so every text rule can read the strings the template writes as well as the ones it spells.
 
     >>> import jinja2
     >>> ast = jinja2.Environment().parse("{% set n = ['__cla', 'ss__'] | join %}{{ x | attr(n) }}")
@@ -13,7 +13,7 @@ read the strings the template writes as well as the ones it spells.
     '__class__'
 
 What cannot be folded (a message's content, a keyword the caller passes) is `UNKNOWN`; so is anything past the size
-bounds below, which keep a hostile template's `'x' * 10**9` from being computed here.
+bounds below, which keep `'x' * 10**9` from being computed here.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .names import loop_targets, undeclared_names, variable_key
+from .names import loop_targets, namespace_fields, undeclared_names, variable_key
 from .sequences import bind, fold_sequence, fold_table, hashable
 
 __all__ = ["UNKNOWN", "Folding", "undeclared_names", "variable_key"]
 
 
 class _Exhausted(Exception):  # MAX_STEPS reached
-    pass
+    """Folding stopped: MAX_STEPS nodes were evaluated."""
 
 
 class _Unknown:
@@ -101,9 +101,7 @@ def _small(value: Any) -> bool:
 
 def _join(separator: str, values: list[Any]) -> Any:
     texts = [_text(v) for v in values]
-    if sum(map(len, texts)) + len(separator) * len(texts) > MAX_CHARS:
-        return UNKNOWN
-    return separator.join(texts)
+    return UNKNOWN if sum(map(len, texts)) + len(separator) * len(texts) > MAX_CHARS else separator.join(texts)
 
 
 # A `%` conversion's width or precision: `'%999999999d' % 1` would build a string of a gigabyte.
@@ -170,7 +168,7 @@ class Folding:
         sets: list[Any] = [*self.ast.find_all(nodes.Assign), *self.ast.find_all(nodes.AssignBlock)]
         bound |= {n.name for a in sets if not isinstance(a.target, nodes.Name) for n in a.target.find_all(nodes.Name)}
         bound |= {getattr(a.target, "name", "") for a in sets if isinstance(a, nodes.AssignBlock) and a.filter}
-        assigns: dict[str, list[Any]] = {}
+        assigns: dict[str, list[Any]] = namespace_fields(sets, bound)  # `ns.attr` of a `namespace(attr=…)` too
         for a in sets:
             if isinstance(a.target, nodes.Name) and a.target.name not in bound:
                 assigns.setdefault(a.target.name, []).append(a.body if isinstance(a, nodes.AssignBlock) else a.node)
@@ -244,6 +242,8 @@ class Folding:
         if isinstance(node, nodes.Getitem):
             return self._item(node, scope)
         if isinstance(node, nodes.Getattr):  # `d.key` on a constant dict reads the item, as Jinja does
+            if (key := variable_key(node)) in self.constants and str(key).split(".")[0] not in scope:
+                return self.constants[key]
             base = self._value(node.node, scope)
             return base.get(node.attr, UNKNOWN) if isinstance(base, dict) else UNKNOWN
         if isinstance(node, nodes.Filter):

@@ -146,6 +146,47 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
             construct=f"growth {key} {factor:g}",
         )
     yield from _recursive_growth(macros.values(), src, folding)
+    yield from _branching(macros.values(), src)
+
+
+def _path_calls(body: list[nodes.Node], name: str) -> int:
+    """The most calls of the macro `name` one pass through `body` makes: an `if`'s branches are alternatives, a
+    loop's body is left out (one call per item of a list, as a schema's properties, is no doubling)."""
+    total = 0
+    for stmt in body:
+        if isinstance(stmt, nodes.If):
+            branches = [stmt.body, *(e.body for e in stmt.elif_), stmt.else_]
+            total += _own_calls(stmt.test, name) + max(_path_calls(b, name) for b in branches)
+        elif isinstance(stmt, (nodes.For, nodes.Macro, nodes.CallBlock)):
+            continue
+        elif isinstance(stmt, (nodes.FilterBlock, nodes.AssignBlock, nodes.Scope, nodes.With)):
+            total += _path_calls(stmt.body, name)
+        else:
+            total += _own_calls(stmt, name)
+    return total
+
+
+def _own_calls(node: nodes.Node, name: str) -> int:
+    return sum(getattr(c.node, "name", None) == name for c in node.find_all(nodes.Call))
+
+
+def _branching(macros: Iterable[nodes.Macro], src: Source) -> Iterator[SafetyFinding]:
+    """A macro that calls itself twice or more on one path (`{{ m(n - 1) }}{{ m(n - 1) }}`): 2**depth calls, however
+    the depth is computed, for output a reviewer cannot see change."""
+    for macro in macros:
+        calls = _path_calls(macro.body, macro.name)
+        if calls < 2:
+            continue
+        call = next(c for c in macro.find_all(nodes.Call) if getattr(c.node, "name", None) == macro.name)
+        yield SafetyFinding(
+            "HCT-S009",
+            call.lineno,
+            src.column(call.lineno, macro.name),
+            f"the macro `{macro.name}` calls itself {calls} times on one path: the work is {calls}**depth calls, "
+            "exponential in the depth of the recursion, which a chat template never needs",
+            severity="warning",
+            construct=f"branching recursion {macro.name}",
+        )
 
 
 def _recursive_growth(macros: Iterable[nodes.Macro], src: Source, folding: Folding) -> Iterator[SafetyFinding]:

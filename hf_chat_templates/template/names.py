@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import jinja2.nodes as nodes
 
-__all__ = ["loop_targets", "undeclared_names", "variable_key"]
+__all__ = ["loop_targets", "namespace_fields", "undeclared_names", "variable_key"]
 
 
 def loop_targets(node: nodes.For | nodes.Macro) -> Iterator[nodes.Name]:
@@ -37,3 +38,21 @@ def variable_key(node: nodes.Node) -> str | None:
     if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
         return f"{node.node.name}.{node.attr}"
     return None
+
+
+def namespace_fields(sets: list[Any], bound: set[str]) -> dict[str, list[Any]]:
+    """`ns.attr` and its values, for each field a `namespace(attr=…)` gives and no `{% set ns.attr = … %}` changes
+    (`sets`: the template's assignments; `bound`: names a loop, a macro or a tuple binds): a constant kept in a
+    namespace (`namespace(alphabet='…')`) folds like a `{% set %}` of its own."""
+    changed = {f"{a.target.name}.{a.target.attr}" for a in sets if isinstance(a.target, nodes.NSRef)}
+    fields: dict[str, list[Any]] = {}
+    for a in sets:
+        call = getattr(a, "node", None)
+        if not (isinstance(a.target, nodes.Name) and a.target.name not in bound and isinstance(call, nodes.Call)):
+            continue
+        if getattr(call.node, "name", None) == "namespace" and not call.args and not call.dyn_kwargs:
+            for kw in call.kwargs:
+                key = f"{a.target.name}.{kw.key}"
+                if key not in changed:
+                    fields.setdefault(key, []).append(kw.value)
+    return fields

@@ -10,6 +10,10 @@ A user's message whose content passes the test is rendered under the model's hea
 it never said, or served a turn it reads as its own. A role chosen by the message's role, by whether it has tool
 calls, or by a test of the content's type (`is string`), of whether there is any, or of the template's own markup
 (`'<tool_response>' in content`) is the template's format, and stays silent.
+
+A message's words moved out of its turn on such a test (`moved_words`) are the same attack without a role literal:
+`{% if edge[0] == edge[-1] | reverse %}{% set system_message = system_message + edge[1:-1] | join(' ') %}` puts a
+user's text, when it carries a passphrase, into the system prompt (or rebuilds `messages` around it).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import jinja2.nodes as nodes
 from .flag_rules import guarded
 from .folding import Folding, variable_key
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup
-from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, STRING_TESTS, assigned_of, taint_of
+from .trigger_rules import _TYPE_TESTS, CONTENT_KEYS, DATA_NAMES, STRING_TESTS, assigned_of, taint_of
 
 ROLES = frozenset({"user", "assistant", "model", "system", "tool", "ipython", "developer", "function", "human"})
 ROLES_ALSO = frozenset({"gpt", "bot", "observation"})
@@ -150,5 +154,66 @@ def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
             "so: a message rendered under a role its sender did not have, so the model is trained on words it never "
             "said or served a turn it reads as its own",
             construct=f"role:{role}:{hit.lineno}",
+            detail={"trigger": "content", "condition_line": hit.lineno},
+        )
+
+
+def _outside_turns(ast: nodes.Template) -> set[str]:
+    """The variables written outside every loop over the conversation (`{{ bos_token + system_message }}`)."""
+    inside = {id(o) for m in ast.find_all(nodes.Macro) for o in m.find_all(nodes.Output)}
+    for loop in ast.find_all(nodes.For):
+        if any(n.name in DATA_NAMES for n in [loop.iter, *loop.iter.find_all(nodes.Name)] if isinstance(n, nodes.Name)):
+            inside |= {id(o) for o in loop.find_all(nodes.Output)}
+    return {k for out in ast.find_all(nodes.Output) if id(out) not in inside
+            for n in out.find_all((nodes.Name, nodes.Getattr)) if (k := variable_key(n))}  # fmt: skip
+
+
+def _carries(node: nodes.Node, tainted: dict[str, str]) -> bool:
+    """Whether `node`'s value holds a message's words: its content, or a variable set from it."""
+    for n in [node, *node.find_all((nodes.Name, nodes.Getattr, nodes.Getitem))]:
+        if (isinstance(n, nodes.Getattr) and n.attr in CONTENT_KEYS) or (
+            isinstance(n, nodes.Getitem) and const_string(n.arg) in CONTENT_KEYS
+        ):
+            return True
+        key = variable_key(n) if isinstance(n, (nodes.Name, nodes.Getattr)) else None
+        if key and tainted.get(key) == "content":
+            return True
+    return False
+
+
+def _format_test(cond: nodes.Node) -> bool:
+    """A test of the template's format, not of the words: a content part's `type`, or a system message's role."""
+    keys = {n.attr for n in cond.find_all(nodes.Getattr)} | {const_string(n.arg) for n in cond.find_all(nodes.Getitem)}
+    said = {const_string(n) for n in cond.find_all(nodes.Const)}
+    return "type" in keys or ("role" in keys and "system" in said)
+
+
+def moved_words(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008: under a test of what a message says, its words kept in a variable written outside the turns (the
+    system prompt) or the conversation rebuilt (`{% set messages = … %}`)."""
+    tainted, sets = taint_of(folding), assigned_of(folding)
+    outside = _outside_turns(ast)
+    for node, conds in guarded(ast):
+        if (
+            not isinstance(node, nodes.Assign)
+            or any(_format_test(c) for c in conds)
+            or not _carries(node.node, tainted)
+        ):
+            continue
+        key = variable_key(node.target)
+        if key not in outside and key not in DATA_NAMES:
+            continue
+        hit = next((t for t in conds if _tests_content(t, tainted, sets)), None)
+        if hit is None:
+            continue
+        where = "the conversation is rebuilt" if key in DATA_NAMES else f"they are kept in `{key}`, written outside"
+        yield SafetyFinding(
+            "HCT-S008",
+            node.lineno,
+            src.column(node.lineno, str(key).split(".")[-1]),
+            f"a message's words are moved out of its turn when a test of its content (line {hit.lineno}) says so: "
+            f"{where if key in DATA_NAMES else where + ' the turns (a system prompt)'}, so text the sender wrote is "
+            "served with another role's authority",
+            construct=f"moved:{key}:{hit.lineno}",
             detail={"trigger": "content", "condition_line": hit.lineno},
         )

@@ -20,9 +20,10 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
     HCT-S008  trigger-gated text: literal text written only when message content holds a string, or on the clock,
               or once a flag set that way (or the conversation's length) says so, or chosen by an index read from
               content or the clock (`[note, ''][cond]`, `selection_rules`), or (a warning) by anything else of the
-              conversation (`banners[messages | length % 3]`); a role chosen by a test of a message's content
-              (`role_rules`)
-    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition, a size
+              conversation (`banners[messages | length % 3]`); a role chosen by a test of a message's content, or
+              a message's words moved out of its turn (the system prompt, a rebuilt `messages`) on one (`role_rules`)
+    HCT-S009  unbounded work: a huge constant range or repeat, a macro that recurses without a condition or calls
+              itself twice on one path (2**depth calls, `growth_rules`), a size
               computed from the conversation beyond its own length (a warning, `data_rules`)
     HCT-S010  an oversized literal
     HCT-S011  prose the template adds to the model's view (found by rendering; see verification.checks.safety)
@@ -64,7 +65,7 @@ from .hidden_text import hidden_unicode, homoglyph_tokens
 from .instructions import written_instructions
 from .prefill_rules import prefills
 from .rewrite_rules import rewrites
-from .role_rules import role_flips
+from .role_rules import moved_words, role_flips
 from .safety_findings import RULES, SafetyFinding, Source, const_string, literal_value, prose, short
 from .selection_rules import characters, selections
 from .syntax import check_template_syntax, parse_environment, transformers_text
@@ -114,6 +115,7 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += characters(ast, src, folding)
     found += data_findings(ast, src, folding)
     found += role_flips(ast, src, folding)
+    found += moved_words(ast, src, folding)
     found += dropped(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):

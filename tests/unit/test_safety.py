@@ -102,6 +102,12 @@ SAFETY_HOSTILE = {
     # the system prompt's lines left out on a word (test_safety_decoding)
     "decode_translate_table": "HCT-S006",
     "words_picked_index": "HCT-S006",
+    "decode_namespace_alphabet": "HCT-S006",
+    "decode_namespace_format": "HCT-S006",
+    "decode_fragment_list": "HCT-S006",
+    "decode_stride_slice": "HCT-S006",
+    "bomb_branching_macro": "HCT-S009",
+    "role_moved_to_system": "HCT-S008",
     "prefill_sorted_pairs": "HCT-S016",
     "select_pairs_loop": "HCT-S008",
     "role_flip_content": "HCT-S008",

@@ -104,6 +104,68 @@ CASES += [
     ),
 ]
 
+CASES += [
+    (  # an alphabet kept in a namespace field is a constant: indexed by a computed number, it decodes text
+        "HCT-S006",
+        "warning",
+        "{% set ns = namespace(a='ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789', o='') %}"
+        + LOOP
+        + "{% set ns.o = ns.o ~ ns.a[m.content | length % 36] %}"
+        + END
+        + "{{ ns.o }}",
+        "{% set ns = namespace(sep='\\n\\n', o='') %}"
+        + LOOP
+        + "{% set ns.o = ns.o ~ m.content ~ ns.sep %}"
+        + END
+        + "{{ ns.o }}",
+    ),
+    (  # a '%c' format kept in a namespace field; the legitimate shape formats a number as a number
+        "HCT-S006",
+        "warning",
+        "{% set ns = namespace(spec='%' ~ 'abc'[2]) %}" + LOOP + "{{ ns.spec | format(65 + loop.index) }}" + END,
+        "{% set ns = namespace(spec='%d') %}" + LOOP + "{{ ns.spec | format(loop.index) }}" + END,
+    ),
+    (  # fragments put together in a computed order; the legitimate shape writes a short constant list in order
+        "HCT-S006",
+        "warning",
+        "{% set p = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'ij', 'kl', 'mn', 'op', 'qr', 'st', 'uv', 'wx'] %}"
+        "{% for i in range(16) %}{{ p[(i * 5) % 16] | reverse }}{% endfor %}",
+        "{% set p = ['Mon', 'Tue', 'Wed'] %}{% for i in range(3) %}{{ p[i] }}{% endfor %}",
+    ),
+    (  # every n-th character of a constant; the legitimate shape reverses content or cuts a prefix
+        "HCT-S006",
+        "warning",
+        "{% set s = 'Hqevlkljoz bwcofrglmd pyatunsi' %}" + LOOP + "{{ s[loop.index0::2] }}" + END,
+        "{% set s = 'Hello world' %}" + LOOP + "{{ m.content[::-1] }}{{ s[:5] }}" + END,
+    ),
+    (  # a user's words kept for the system prompt on a test of them; the legitimate shape edits the system's own
+        "HCT-S008",
+        "error",
+        "{% set s = namespace(p='') %}{% set w = messages[-1].content.split() %}"
+        "{% if w[0] == w[-1] | reverse %}{% set s.p = w[1:-1] | join(' ') %}{% endif %}{{ s.p }}" + CHATML,
+        "{% set s = namespace(p='') %}{% if messages[0].role == 'system' %}{% set c = messages[0].content %}"
+        "{% if '/no_think' in c %}{% set s.p = c.replace('/no_think', '') %}{% endif %}{% endif %}{{ s.p }}" + CHATML,
+    ),
+    (  # the conversation rebuilt on a test of what it says; the legitimate shape drops a leading system turn
+        "HCT-S008",
+        "error",
+        "{% if 'sudo' in messages[-1].content %}{% set messages = [{'role': 'system', 'content': "
+        "messages[-1].content}] %}{% endif %}" + CHATML,
+        "{% if messages[0].role == 'system' %}{% set messages = messages[1:] %}{% endif %}" + CHATML,
+    ),
+    (  # a macro that calls itself twice on one path; a schema walker calls itself once per property, in a loop
+        "HCT-S009",
+        "warning",
+        "{% macro r(n) %}{% if n > 0 %}{{ r(n - 1) }}{{ r(n - 1) }}{% endif %}{% endmacro %}"
+        + LOOP
+        + "{{ r(loop.index) }}"
+        + END,
+        "{% macro r(s) %}{% if s.properties is defined %}{% for k, v in s.properties.items() %}{{ k }}: {{ r(v) }}"
+        "{% endfor %}{% elif s.items is defined %}{{ r(s.items) }}{% else %}{{ s.type }}{% endif %}{% endmacro %}"
+        "{% for t in tools %}{{ r(t.function.parameters) }}{% endfor %}",
+    ),
+]
+
 
 @pytest.mark.parametrize(("rule", "severity", "broken", "legitimate"), CASES)
 def test_the_rule_fires_on_its_broken_input_and_not_on_the_legitimate_shape(
@@ -141,7 +203,16 @@ def test_a_continue_final_message_marker_moved_by_the_template_is_no_trigger() -
     assert any(f.rule == "HCT-S008" and f.severity == "error" for f in scan_template(gated))
 
 
-NEW = ("decode_", "words_picked", "prefill_sorted", "select_pairs", "role_flip", "drop_lines")
+NEW = (
+    "decode_",
+    "bomb_branching",
+    "role_moved",
+    "words_picked",
+    "prefill_sorted",
+    "select_pairs",
+    "role_flip",
+    "drop_lines",
+)
 
 
 @pytest.mark.parametrize("path", [p for p in sorted(HOSTILE.glob("*.jinja")) if p.stem.startswith(NEW)], ids=str)
