@@ -350,6 +350,17 @@ def _definition_probes(probes: list[Probe], fmt: str) -> None:
         requires=("tools", "tool_calls"),
     )
 
+    # OpenAI's tool schema makes the description optional: a template must not need one
+    b = _Builder("agent-tool-without-description", fmt)
+    tool_name = b.word("toolname")
+    b.add("user", "Weather in Quito {}?")
+    (id_,) = _call(b, tool_name)
+    _result(b, id_, tool_name)
+    _answer(b, "Mild {}.")
+    tool = _tool(tool_name, "", {"city": "The city name."})
+    del tool["function"]["description"]
+    _done(probes, b, "a tool declared without a description", tools=[tool], requires=("tools", "tool_calls"))
+
 
 def _reasoning_probes(probes: list[Probe], fmt: str) -> None:
     """Reasoning beside tool calls and in history: the last turn's reasoning is the data, earlier turns' reasoning
