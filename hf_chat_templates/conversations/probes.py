@@ -308,6 +308,15 @@ def _content_probes(probes: list[Probe], fmt: str) -> None:
     b.add("assistant", "Eight {}.", reasoning_content=None)
     _done(probes, b, "two answers with reasoning_content null")
 
+    # OpenAI exports write `"tool_calls": null` on answers without calls; transformers drops it, TGI and
+    # transformers.js hand the template None (a template that iterates it raises)
+    b = _Builder("tool-calls-null", fmt)
+    b.add("user", "What is 5+5 {}?")
+    b.add("assistant", "Ten {}.", tool_calls=None)
+    b.add("user", "And 6+6 {}?")
+    b.add("assistant", "Twelve {}.", tool_calls=None)
+    _done(probes, b, "two answers with tool_calls null")
+
     b = _Builder("unicode", fmt)
     b.add("user", "Привет, мир {}! 你好，世界。🦙🔥👩‍👩‍👧")
     b.add("assistant", "Здравствуйте {}! こんにちは 🌍")

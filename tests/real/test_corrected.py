@@ -26,8 +26,10 @@ UPSTREAM_FAILURES = {
     "gigachat3": {"nothing-dropped", "values-faithful", "engine-parity"},
     # gpt-oss's seed writes today's date, which no kwarg pins: deterministic warns (a date by design, not an error)
     "gpt-oss": {"renders", "nothing-dropped", "engine-parity", "reference-parity"},
-    # its date reads the clock, which date_string pins: deterministic warns (see below)
+    # its date reads the clock, which date_string pins: deterministic warns (see below); it iterates
+    # `tool_calls` when the key is there, so an OpenAI export's `"tool_calls": null` raises (renders)
     "llama3.2-pythonic": {
+        "renders",
         "nothing-dropped",
         "engine-parity",
         "values-faithful",

@@ -115,9 +115,9 @@ def test_a_template_that_raises_on_a_null_content_as_given_fails(good: Path) -> 
     assert result.status == "fail" and result.probe == "tool-call", result.message
     assert result.message.startswith(
         "probe tool-call (an OpenAI-format tool call, arguments as a dict) renders in transformers only because it "
-        "drops content None: with message 1's content None kept, as OpenAI sends it beside tool calls and TGI and "
-        "transformers.js pass it, the template raises TypeError: argument of type 'NoneType' is not iterable; such "
-        "requests cannot be served (+"
+        "drops content None: with message 1's content None kept, as OpenAI sends it and TGI and transformers.js pass "
+        "it, the template raises TypeError: argument of type 'NoneType' is not iterable; such requests cannot be "
+        "served (+"
     ), result.message
     assert "`message.content or ''`" in result.hint
     fixed = NULL_UNSAFE.replace("m.content | default('')", "m.content or ''")

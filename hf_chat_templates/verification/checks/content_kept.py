@@ -27,17 +27,26 @@ NONE_CONTENT_HINT = (
 CLOSE_HINT = "close every assistant turn with its stop token, whether it holds text, one tool call or several"
 
 
+def _nulls(probe: Probe) -> list[tuple[int, str]]:
+    """(message index, key) of each None field the probe's messages carry: content None beside tool calls, and the
+    `"tool_calls": null` OpenAI exports write on plain answers."""
+    return [(i, k) for i, m in enumerate(probe.messages) for k in ("content", "tool_calls") if k in m and m[k] is None]
+
+
 def _empty(probe: Probe) -> list[int]:
-    return [i for i, m in enumerate(probe.messages) if "content" in m and m["content"] is None]
+    return sorted({i for i, _ in _nulls(probe)})
+
+
+def _field(probe: Probe, index: int) -> str:
+    return next((k for i, k in _nulls(probe) if i == index), "content")
 
 
 def kept(ctx: VerifyContext, probe: Probe, *, none: bool = True) -> Rendered:
-    """The probe rendered as given with its None contents kept (every other None dropped, as transformers drops
-    it); with `none=False`, with them dropped too: what transformers renders, by the same path."""
-    empty = _empty(probe) if none else []
+    """The probe rendered as given with its None content and tool_calls kept (every other None dropped, as
+    transformers drops it); with `none=False`, with them dropped too: what transformers renders, by the same path."""
+    nulls = set(_nulls(probe)) if none else set()
     messages = [
-        {**{k: v for k, v in m.items() if v is not None}, **({"content": None} if i in empty else {})}
-        for i, m in enumerate(probe.message_list())
+        {k: v for k, v in m.items() if v is not None or (i, k) in nulls} for i, m in enumerate(probe.message_list())
     ]
     return ctx.renderer.render_as_given(
         messages,
@@ -65,12 +74,13 @@ def raises_on_none(ctx: VerifyContext) -> list[Finding]:
         given = kept(ctx, probe)
         if given.ok or given.refused or not kept(ctx, probe, none=False).ok:
             continue  # (the last: rendering as given fails without the None too, so the None is not why)
+        field = _field(probe, empty[0])
         finding = Finding(
             probe.id,
-            f"probe {probe.id} ({probe.description}) renders in transformers only because it drops content "
-            f"None: with message {empty[0]}'s content None kept, as OpenAI sends it beside tool calls and TGI "
-            f"and transformers.js pass it, the template raises {given.error}; such requests cannot be served",
-            {"error": given.error, "message_index": empty[0], "content": None},
+            f"probe {probe.id} ({probe.description}) renders in transformers only because it drops "
+            f"{field} None: with message {empty[0]}'s {field} None kept, as OpenAI sends it and TGI and "
+            f"transformers.js pass it, the template raises {given.error}; such requests cannot be served",
+            {"error": given.error, "message_index": empty[0], field: None},
             hint=NONE_CONTENT_HINT,
         )
         if has_no_tool_format(ctx) and probe.messages[empty[0]].get("tool_calls"):  # a tool-call turn: no format
