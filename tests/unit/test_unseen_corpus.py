@@ -1,5 +1,5 @@
-"""The second corpus of published templates (tests/data/unseen) stays well formed and unseen, and corpus_report's
-scoring against its hand labels counts false alarms and misses as it says."""
+"""The second and third corpora of published templates (tests/data/unseen, tests/data/heldout) stay well formed and
+unseen, and corpus_report's scoring against their hand labels counts false alarms and misses as it says."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from hf_chat_templates.verification.results import CheckResult
 from ..helpers import CORPUS, REPO_ROOT, corpus_manifest, corpus_names, corpus_templates
 
 UNSEEN = REPO_ROOT / "tests" / "data" / "unseen"
+HELDOUT = REPO_ROOT / "tests" / "data" / "heldout"
+LABELED = [(corpus, name) for corpus in (UNSEEN, HELDOUT) for name in corpus_names(corpus)]
 KEYS = ("source", "fetched_from", "license", "bos_token", "eos_token", "pad_token", "add_bos", "generation_eos")
 KEYS += ("special_tokens", "added_tokens", "stop_tokens", "kwargs", "defects", "not_defects")
 
@@ -27,24 +29,26 @@ def _report() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("name", corpus_names(UNSEEN))
-def test_each_template_is_labeled_with_real_check_ids(name: str) -> None:
-    manifest = corpus_manifest(name, UNSEEN)
+@pytest.mark.parametrize(("corpus", "name"), LABELED, ids=[f"{c.name}/{n}" for c, n in LABELED])
+def test_each_template_is_labeled_with_real_check_ids(corpus: Path, name: str) -> None:
+    manifest = corpus_manifest(name, corpus)
     assert [k for k in KEYS if k not in manifest] == []
     for table in ("defects", "not_defects", "defects_found_by_verify"):
         for key in manifest.get(table, {}):
             assert [c for c in key.split("|") if c not in CHECK_ORDER] == [], f"{name}: [{table}] {key}"
-    data = corpus_templates(name, UNSEEN)["default"].read_bytes()
+    data = corpus_templates(name, corpus)["default"].read_bytes()
     assert b"\r" not in data and data.decode("utf-8")
 
 
-def test_the_corpus_is_unseen_and_listed() -> None:
-    names = corpus_names(UNSEEN)
-    assert len(names) >= 36
+@pytest.mark.parametrize(("corpus", "earlier", "size"), [(UNSEEN, (), 36), (HELDOUT, (UNSEEN,), 27)])
+def test_the_corpus_is_unseen_and_listed(corpus: Path, earlier: tuple[Path, ...], size: int) -> None:
+    names = corpus_names(corpus)
+    assert len(names) >= size
     seen = {p.read_bytes() for p in CORPUS.glob("*/*.jinja")}
     seen |= {p.read_bytes() for p in (REPO_ROOT / "model_configs").glob("*/*.jinja")}
-    assert [n for n in names if corpus_templates(n, UNSEEN)["default"].read_bytes() in seen] == []
-    licenses = (UNSEEN / "LICENSES.md").read_text(encoding="utf-8")
+    seen |= {p.read_bytes() for folder in earlier for p in folder.glob("*/*.jinja")}
+    assert [n for n in names if corpus_templates(n, corpus)["default"].read_bytes() in seen] == []
+    licenses = (corpus / "LICENSES.md").read_text(encoding="utf-8")
     assert [n for n in names if f"| {n} |" not in licenses] == []
 
 
