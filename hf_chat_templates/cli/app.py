@@ -186,19 +186,18 @@ def input_options(func: F) -> F:
     )(func)
 
 
+def kwarg_option(help_text: str) -> Callable[[F], F]:
+    """--kwarg NAME=VALUE (repeatable), into the parameter `kwarg_pairs`."""
+    return click.option("--kwarg", "kwarg_pairs", multiple=True, metavar="NAME=VALUE", help=help_text)
+
+
 def declaration_options(func: F) -> F:
     """--kwarg, --stop-token and --control-token: what the user declares about a template."""
     func = token_options(
         "A token that ends an assistant turn (repeatable); replaces the family's or inferred.",
         "A control token the template writes (repeatable); checked with those found.",
     )(func)
-    return click.option(
-        "--kwarg",
-        "kwarg_pairs",
-        multiple=True,
-        metavar="NAME=VALUE",
-        help="A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).",
-    )(func)
+    return kwarg_option("A template keyword, e.g. --kwarg date_string='26 Jul 2024' (JSON values are parsed).")(func)
 
 
 def _add_family_folders(ctx: click.Context, param: click.Parameter, value: tuple[Path, ...]) -> None:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .app import cli, emit_json, json_option
+from .app import cli, emit_json, json_option, kwarg_option
 from .helptext import environment_epilog
 
 
@@ -15,13 +15,7 @@ from .helptext import environment_epilog
 @click.argument("a")
 @click.argument("b")
 @click.option("--probe", "probes", multiple=True, metavar="ID", help="Compare this probe only (repeatable).")
-@click.option(
-    "--kwarg",
-    "kwarg_pairs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A template keyword both sides render with, e.g. --kwarg enable_thinking=false (JSON values are parsed).",
-)
+@kwarg_option("A template keyword both sides render with, e.g. --kwarg enable_thinking=false (JSON values are parsed).")
 @click.option("--no-text", is_flag=True, help="Leave out the text diff; show only what changes in the renderings.")
 @json_option
 def diff_command(

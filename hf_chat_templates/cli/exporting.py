@@ -14,6 +14,7 @@ from .app import (
     emit_json,
     families_option,
     json_option,
+    kwarg_option,
     pass_template_choice,
     template_options,
     token_options,
@@ -45,13 +46,7 @@ def export_group() -> None:
     default=None,
     help="The Modelfile to write (default: standard output).",
 )
-@click.option(
-    "--kwarg",
-    "kwarg_pairs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A template keyword, written into the translation as a constant (JSON values are parsed).",
-)
+@kwarg_option("A template keyword, written into the translation as a constant (JSON values are parsed).")
 @token_options(
     "A token that ends an assistant turn (repeatable): a PARAMETER stop line; replaces the family's or inferred.",
     "A control token the template writes (repeatable).",

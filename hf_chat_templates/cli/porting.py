@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, emit_json, json_option
+from .app import cli, emit_json, json_option, kwarg_option
 from .helptext import environment_epilog
 
 
@@ -21,13 +21,7 @@ from .helptext import environment_epilog
     help="Write the ported template here (a .jinja file; '-' for standard output). Without it, only the report.",
 )
 @click.option("--engines", default=None, metavar="LIST", help="Engines to port for (default: every profile).")
-@click.option(
-    "--kwarg",
-    "kwarg_pairs",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A template keyword the probes render with, e.g. --kwarg enable_thinking=false (JSON values are parsed).",
-)
+@kwarg_option("A template keyword the probes render with, e.g. --kwarg enable_thinking=false (JSON values are parsed).")
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @click.option("--no-diff", is_flag=True, help="Leave out each applied rewrite's text diff.")
 @json_option
