@@ -18,6 +18,7 @@ from ...conversations.probes import Probe
 from ...template.rendering import Rendered
 from ..context import VerifyContext
 from ..results import Finding, around
+from .nulls import as_given
 from .refusals import NO_TOOL_FORMAT, has_no_tool_format
 
 NONE_CONTENT_HINT = (
@@ -44,16 +45,7 @@ def _field(probe: Probe, index: int) -> str:
 def kept(ctx: VerifyContext, probe: Probe, *, none: bool = True) -> Rendered:
     """The probe rendered as given with its None content and tool_calls kept (every other None dropped, as
     transformers drops it); with `none=False`, with them dropped too: what transformers renders, by the same path."""
-    nulls = set(_nulls(probe)) if none else set()
-    messages = [
-        {k: v for k, v in m.items() if v is not None or (i, k) in nulls} for i, m in enumerate(probe.message_list())
-    ]
-    return ctx.renderer.render_as_given(
-        messages,
-        probe.tool_list(),
-        add_generation_prompt=probe.add_generation_prompt,
-        continue_final_message=probe.continue_final_message,
-    )
+    return as_given(ctx, probe, set(_nulls(probe)) if none else set())
 
 
 def _with_none(ctx: VerifyContext, *, applicable: bool = True) -> Iterator[tuple[Probe, list[int]]]:

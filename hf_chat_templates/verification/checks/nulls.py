@@ -8,9 +8,10 @@ Content None is not looked at here: `content_none` explains what it changes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from ...conversations.probes import Probe
+from ...template.rendering import Rendered
 from ..context import VerifyContext
 from ..results import Finding, around, first_difference
 
@@ -28,6 +29,20 @@ def _null_fields(probe: Probe) -> Iterator[tuple[int, str]]:
                 yield index, key
 
 
+def as_given(ctx: VerifyContext, probe: Probe, nulls: Collection[tuple[int, str]]) -> Rendered:
+    """The probe rendered as a stack that passes messages as given renders it, with the None fields `nulls`
+    ((message index, key)) kept and every other None dropped, as transformers drops it."""
+    messages = [
+        {k: v for k, v in m.items() if v is not None or (i, k) in nulls} for i, m in enumerate(probe.message_list())
+    ]
+    return ctx.renderer.render_as_given(
+        messages,
+        probe.tool_list(),
+        add_generation_prompt=probe.add_generation_prompt,
+        continue_final_message=probe.continue_final_message,
+    )
+
+
 def null_literals(ctx: VerifyContext) -> list[Finding]:
     """Where a template writes `None` for a null field of a probe, rendered as given, that transformers' rendering
     (None values dropped) does not write."""
@@ -37,16 +52,7 @@ def null_literals(ctx: VerifyContext) -> list[Finding]:
         plain = ctx.rendered[probe.id]
         if not nulls or not plain.ok:
             continue
-        # Only the null fields kept: content None stays dropped, as transformers drops it.
-        messages = [
-            {k: v for k, v in m.items() if v is not None or (i, k) in nulls} for i, m in enumerate(probe.message_list())
-        ]
-        given = ctx.renderer.render_as_given(
-            messages,
-            probe.tool_list(),
-            add_generation_prompt=probe.add_generation_prompt,
-            continue_final_message=probe.continue_final_message,
-        )
+        given = as_given(ctx, probe, nulls)  # content None stays dropped, as transformers drops it
         text, expected = given.text or "", plain.text or ""
         if not given.ok or text.count("None") <= expected.count("None"):
             continue
