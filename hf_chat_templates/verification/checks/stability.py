@@ -15,6 +15,7 @@ from typing import Any
 from ...conversations.probes import Probe
 from ..context import VerifyContext
 from ..format_history import PER_TURN_HINT, format_own
+from ..history_reasoning import dropped_history_reasoning, history_severity
 from ..results import SEVERITIES, CheckResult, Finding, around, excerpt_bounds, first_difference, verdict
 
 PROMPT_HINT = "make the generation prompt exactly the text that begins a rendered assistant turn"
@@ -101,6 +102,9 @@ def _finding(ctx: VerifyContext, probe: Probe, k: int, request: str, full: str) 
         )
     index = _message_in_request(ctx, probe, k, request, pos)
     detail.update(message_index=index, where="history")
+    severity = "info" if own else "warning"
+    if own is None and (own := dropped_history_reasoning(ctx, probe.messages, k - 1, request, full)) is not None:
+        detail["format"], severity = own, history_severity(ctx)
     return Finding(
         probe.id,
         f"probe {probe.id}: {_role(probe, index)} renders differently once the conversation goes past it: the "
@@ -113,7 +117,7 @@ def _finding(ctx: VerifyContext, probe: Probe, k: int, request: str, full: str) 
             "the last turn (--train-on last)"
         ),
         detail,
-        severity="info" if own else "warning",
+        severity=severity,
         cause="template",
         hint=PER_TURN_HINT if own else HISTORY_HINT,
     )

@@ -12,6 +12,7 @@ from ...template.training_variant import TRAINING_TEMPLATE_NAME, derive_training
 from ...tokenizer.lossless import byte_level_lossless
 from ..context import VerifyContext
 from ..format_history import PER_TURN_HINT, format_own
+from ..history_reasoning import dropped_history_reasoning, history_severity
 from ..results import NO_STOP_TOKEN, CheckResult, Finding, turn_end_hint, verdict, visible
 from .content_kept import unclosed_calls
 from .stability import data_whitespace_at
@@ -178,17 +179,33 @@ def _masked(
 
 def _untrained(ctx: VerifyContext, probe: Probe, index: int, why: str, text: str) -> Finding:
     """Message `index` has no span; info when its request is not a prefix of the conversation in the official
-    renderer the template follows either (the format's own, met by training per turn)."""
-    own = None
+    renderer the template follows either (the format's own, met by training per turn), or when the difference is
+    only the reasoning of turns before a later user message, which thinking models drop by design."""
+    own, severity = None, "info"
+    messages = probe.message_list()
     if why == PROMPT_NOT_PREFIX and (request := ctx.snapshot(probe, index)).ok:
         own = format_own(ctx, probe, index, request.text or "", text)
+        if own is None:
+            own = dropped_history_reasoning(ctx, messages, index - 1, request.text or "", text)
+            severity = history_severity(ctx)
+    elif why != PROMPT_NOT_PREFIX:
+        turn = ctx.renderer.render(messages[: index + 1], probe.tool_list(), add_generation_prompt=False)
+        if turn.ok:
+            own = dropped_history_reasoning(ctx, messages, index, _through_last_stop(ctx, turn.text or ""), text)
+            severity = history_severity(ctx)
     return Finding(
         probe.id,
         f"probe {probe.id}: message {index} is not trained: {why}" + (f"; {own}" if own else ""),
         {"message_index": index, **({"format": own} if own else {})},
-        severity="info" if own else None,
+        severity=severity if own else None,
         hint=PER_TURN_HINT if own else None,
     )
+
+
+def _through_last_stop(ctx: VerifyContext, turn: str) -> str:
+    """A turn's rendering cut after its last stop token: what a template writes after it is not the turn's."""
+    cut = max((turn.rfind(s) + len(s) for s in ctx.stop_tokens if s and s in turn), default=len(turn))
+    return turn[:cut]
 
 
 def _check_probe(
