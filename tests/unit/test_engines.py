@@ -195,6 +195,13 @@ def test_blame_reads_each_engines_error_words() -> None:
     test = blame_error("tgi", "{{ x is odd2 }}", "TemplateError: unknown test: test odd2 is unknown")
     assert test is not None and test.construct == "the test `is odd2`" and test.line == 1
     assert blame_error("tgi", "{{ x }}", "TemplateError: undefined value") is None  # nothing known: no guess
+    # A filter the engine has, on a null value it passes as given: the null is to blame, not the filter.
+    template = "{% for m in messages %}\n{% if m.tool_calls | length > 0 %}{% endif %}{% endfor %}"
+    null = blame_error("llama.cpp", template, "render:Error: Unknown (built-in) filter 'length' for type None")
+    assert null is not None and null.line == 2 and "applied to a null value" in null.construct
+    assert "(x or []) | length" in null.rewrite and "tool_calls: null" in null.rewrite
+    js = blame_error("transformers.js", template, 'Error: Cannot apply filter "length" to type: UndefinedValue')
+    assert js is not None and js.construct == null.construct
     assert blame_difference("tgi", "{{ x }}", "a b", "a\u00a0b", 1) is None
 
 

@@ -63,6 +63,11 @@ _ENGINE_ERRORS = (
     (re.compile(r"[Uu]nknown test '(\w+)'|unknown test: test (\w+) is unknown"), "test"),
     (re.compile(r"unknown keyword argument '(\w+)'"), "keyword"),
 )
+# A filter the engine has, applied to a null value the engine passes as given: llama.cpp's "Unknown (built-in)
+# filter 'length' for type None", transformers.js's 'Cannot apply filter "length" to type: UndefinedValue'.
+_ON_NULL = re.compile(
+    r"filter '(\w+)' for type (?:None|Undefined)|apply filter \"(\w+)\" to type: (?:UndefinedValue|NullValue)"
+)
 _SAMEAS = re.compile(r"\bis\s+(?:not\s+)?sameas\s+(\w+)")
 _MAP_FILTER = re.compile(r"map\(\s*['\"](\w+)['\"]")
 _FORMAT = re.compile(r"\|\s*format\s*\(")
@@ -89,6 +94,14 @@ def blame_error(engine: str, template: str, error: str) -> Blame | None:
             f"a loop: `{{% for x in items %}}{{{{ x | {name} }}}}{{% if not loop.last %}}, {{% endif %}}{{% endfor %}}`"
         )
         return Blame(f"`map('{name}')`", _line(template, _MAP_FILTER), rewrite)
+    if m := _ON_NULL.search(error):
+        name = next(g for g in m.groups() if g)
+        return Blame(
+            f"the filter `| {name}` applied to a null value",
+            _line(template, rf"\|\s*{name}\b"),
+            f"`(x or []) | {name}`, or test `x is not none` first ({engine} passes null fields such as "
+            "tool_calls: null and content: null as given, where transformers drops them)",
+        )
     for pattern, kind in _ENGINE_ERRORS:
         if (m := pattern.search(error)) is None:
             continue
