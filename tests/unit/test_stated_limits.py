@@ -1,6 +1,7 @@
 """A crash that is a template's stated limit: a tool-call turn reaching a template with no tool-call format, a
-refusal whose own message raises, and content parts a string-only template never reads (even when another role's
-parts show up as the list's text). Each rule has a broken template that still fails."""
+refusal whose own message raises, content parts a string-only template never reads (even when another role's parts
+show up as the list's text), and an engine failing on parts a template writes as data. Each rule has a broken template
+that still fails."""
 
 from __future__ import annotations
 
@@ -135,3 +136,26 @@ def test_parts_a_template_never_reads_are_its_limit_though_a_repr_shows_their_te
 
 def test_the_bundled_baseline_stays_silent(good: Path) -> None:
     assert failing(context(good)) == {}
+
+
+# Vicuna's shape: content written with `| trim`, which transformers applies to a list as its repr.
+TRIMS_CONTENT = (
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' + m.content | trim + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_an_engine_failing_on_parts_a_template_writes_as_data_is_the_same_defect(good: Path) -> None:
+    """values-faithful reports the list written as data (the defect); an engine that cannot apply `trim` to the
+    list fails on the same probes: info pointing at it, not a second error. A failure on a probe without parts, or
+    on a template that writes the parts' text, stays an error."""
+    ctx = context(good, TRIMS_CONTENT, probes=_probes("content-parts", "plain"))
+    assert "'type': 'text'" in (ctx.rendered["content-parts"].text or "")
+    (finding,) = _engine_fails(ctx, "content-parts")
+    assert finding.severity == "info" and "the template does not read content parts" in finding.text
+    assert finding.hint is not None and "p.text" in finding.hint
+    (finding,) = _engine_fails(ctx, "content-parts", "plain")
+    assert (finding.severity or "error") == "error" and "content parts" not in finding.text
+    reads_parts = context(good, NO_TOOLS, probes=_probes("content-parts"))
+    (finding,) = _engine_fails(reads_parts, "content-parts")
+    assert (finding.severity or "error") == "error" and "content parts" not in finding.text

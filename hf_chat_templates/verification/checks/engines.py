@@ -29,7 +29,14 @@ from ...template.rendering import Rendered, frozen_clock
 from ...template.syntax import transformers_text
 from ..context import CLOCKS, VerifyContext
 from ..results import CheckResult, Finding, verdict
-from .refusals import NO_TOOL_FORMAT, carries_calls, has_no_tool_format
+from .refusals import (
+    NO_PARTS_FORMAT,
+    NO_TOOL_FORMAT,
+    carries_calls,
+    carries_parts,
+    has_no_tool_format,
+    writes_parts_as_data,
+)
 
 # Why an engine writes "\r\n" where transformers writes "\n": a template with CRLF line endings (a config key).
 CARRIAGE_RETURNS = (
@@ -201,6 +208,12 @@ def _failures(
             finding.text += f"; {NO_TOOL_FORMAT}: it does not support tool calling"
             finding.severity, finding.cause = "info", "template format"
             finding.hint = "send such a model no tool calls, or train a template with a tool-call format"
+            findings.append(finding)
+            continue
+        elif writes_parts_as_data(ctx) and all(carries_parts(ctx.probe(i)) for i in ids):
+            finding.text += f"; {NO_PARTS_FORMAT}"
+            finding.severity, finding.cause = "info", "template"
+            finding.hint = "write each text part's text: `{% for p in message.content %}{{ p.text }}{% endfor %}`"
             findings.append(finding)
             continue
         findings.append(_blamed(finding, engine, blame_error(engine.name, template, error)))

@@ -22,9 +22,9 @@ from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict
 from .call_values import CALL_HINT, CallRead, official_writes_the_same, read_calls, unescaped_quotes
 from .nulls import null_literals
+from .refusals import PARTS_AS_DATA
 
 _PREFIX = "values-"
-_STRUCTURE = re.compile(r"""["']type["']\s*:\s*["']text["']""")
 _FIELDS = {"system": "system content", "user": "content", "assistant": "content", "tool": "tool result"}
 
 HINT = (
@@ -136,7 +136,7 @@ class _Probe:
         """Text parts written as their text, never as the list they came in."""
         if not any(isinstance(m.get("content"), list) for m in self.probe.messages):
             return []
-        match = _STRUCTURE.search(self.text)
+        match = PARTS_AS_DATA.search(self.text)
         if match is None:
             return []
         lists = [i for i, m in enumerate(self.probe.messages) if isinstance(m.get("content"), list)]

@@ -1,6 +1,7 @@
 """What a crash says when the template was stating a limit: the crash came from building the message of its own
 `raise_exception(...)` (a refusal whose text concatenates what it refuses: `"Invalid content " + message.content`),
-or from a tool-call turn reaching a template that has no tool-call format at all."""
+or from a tool-call turn reaching a template that has no tool-call format at all, or content parts reaching one that
+writes them as data."""
 
 from __future__ import annotations
 
@@ -13,11 +14,28 @@ from ..context import VerifyContext
 _RAISE = re.compile(r"\braise_exception\s*\(")
 _TOOL_FORMAT = re.compile(r"\btool_calls\b|\bfunction_call\b|\btools\b")
 NO_TOOL_FORMAT = "the template has no tool-call format (it never reads tools or tool_calls)"
+# A list of text parts written as data (`[{'type': 'text', ...}]` or its JSON).
+PARTS_AS_DATA = re.compile(r"""["']type["']\s*:\s*["']text["']""")
+NO_PARTS_FORMAT = (
+    "the template does not read content parts: transformers writes the list itself (values-faithful reports it), "
+    "so this engine failing on parts is the same defect"
+)
 
 
 def has_no_tool_format(ctx: VerifyContext) -> bool:
     """Whether the template never reads `tools`, `tool_calls` or `function_call`: a model without tool use."""
     return not _TOOL_FORMAT.search(ctx.template + (ctx.tool_template or ""))
+
+
+def writes_parts_as_data(ctx: VerifyContext) -> bool:
+    """Whether transformers writes the content-parts probe's list as data rather than the parts' text."""
+    r = ctx.rendered.get("content-parts")
+    return r is not None and r.ok and bool(PARTS_AS_DATA.search(r.text or ""))
+
+
+def carries_parts(probe: Probe) -> bool:
+    """Whether a message of the probe holds its content as a list of parts."""
+    return any(isinstance(m.get("content"), list) for m in probe.messages)
 
 
 def carries_calls(probe: Probe) -> bool:
