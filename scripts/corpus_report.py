@@ -14,10 +14,11 @@ With --corpus DIR (a folder of the same layout, such as tests/data/unseen, whose
 real defects by hand in [defects], keyed by the check id or ids joined by | that may each catch it), the report
 scores verify against the labels instead: every error or warning (a check that fails or warns) on a check id no
 label names is a false alarm, every labeled defect none of whose ids fails or warns is a miss, and verify raising is
-a crash. A corpus without [defects] is scored against its known_failures. A template's [defects_found_by_verify]
-holds real defects its hand labels missed (or filed under another check id) that were confirmed by reading the
-template after verify ran; the report prints both scores: against the labels written before verify ran, and with
-those confirmed defects added.
+a crash (its clear error for a template that does not parse is not: that catches a `renders` label). A corpus
+without [defects] is scored against its known_failures. A template's [defects_found_by_verify] holds real defects
+its hand labels missed (or filed under another check id) that were confirmed by reading the template after verify
+ran; the report prints both scores: against the labels written before verify ran, and with those confirmed defects
+added.
 
     python scripts/corpus_report.py --corpus tests/data/unseen
     python scripts/corpus_report.py --corpus tests/data/unseen --show    # each false alarm's message, each miss's label
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_chat_templates import TemplateChoice
+from hf_chat_templates.errors import TemplateError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -194,6 +196,14 @@ def labeled_report(corpus: Path, base_name: str, show: bool) -> None:
             began = time.monotonic()
             try:
                 report, ctx = verify_with_context(shipped, TemplateChoice(kwargs=manifest.get("kwargs") or {}))
+            except TemplateError as exc:  # verify's clear error for a template that does not parse: `renders`
+                caught = [k for k in defects if "renders" in k.split("|")]
+                missed = len(defects) - len(caught)
+                totals.update(templates=1, findings=1, labeled=len(defects), misses=missed)
+                confirmed.update(labeled=len(with_found), misses=len(with_found) - len(caught))
+                missed_checks.update(k for k in defects if k not in caught)
+                print(f"{name:<30} refused: {exc}; misses {missed}/{len(defects)}")
+                continue
             except Exception as exc:  # a crash is what this report counts, whatever verify raised
                 totals.update(templates=1, crashes=1, labeled=len(defects), misses=len(defects))
                 confirmed.update(labeled=len(with_found), misses=len(with_found))

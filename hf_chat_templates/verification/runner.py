@@ -28,7 +28,7 @@ from ..template.engines import json_worker
 from ..template.engines.registry import engine_names
 from ..template.limits import RenderLimitExceeded
 from ..template.rendering import named_template
-from ..template.syntax import transformers_text
+from ..template.syntax import check_template_syntax, transformers_text
 from ..tokenizer.base import base_tokenizer
 from ..tokenizer.folder import CHAT_TEMPLATE_FILE, load_tokenizer, read_folder
 from ..tokenizer.lazy import LazyTokenizer
@@ -174,6 +174,15 @@ def verify_with_context(
     ), ctx
 
 
+def _template_origin(path: Path, folder: Any, name: str) -> str:
+    """Where a folder's template `name` is written, for an error that names it."""
+    if name == "default" and folder.chat_template_file is not None:
+        return str(path / CHAT_TEMPLATE_FILE)
+    if name in folder.additional_templates:
+        return str(path / "additional_chat_templates" / f"{name}.jinja")
+    return f"{path / 'tokenizer_config.json'} (chat_template{'' if name == 'default' else ' ' + name})"
+
+
 def _header_tokens(ctx: VerifyContext) -> dict[str, Any]:
     return {
         "control_tokens": list(ctx.control_tokens),
@@ -252,6 +261,10 @@ def load_context(
             hint=f"pass {option('family')} NAME or {option('template')} FILE, or install one first",
             path=resolved.path,
         )
+    if resolved.template is None:  # the folder's own templates (a file given was checked when it was read)
+        for name, source_text in (("default", text), ("tool_use", tool_template)):
+            if source_text is not None:
+                check_template_syntax(source_text, _template_origin(resolved.path, folder, name))
     resolved = resolved.identified(text)
     ctx = VerifyContext(
         tokenizer,

@@ -152,3 +152,19 @@ def test_template_that_fails_to_parse(
     assert code == 2
     assert f"{template}, line" in err and "does not parse" in err
     assert snapshot(toy_tokenizer) == before and not (tmp_path / "out").exists()
+
+
+def test_verify_a_folder_whose_own_template_does_not_parse_names_the_file_and_line(
+    capsys: pytest.CaptureFixture[str], toy_tokenizer: Path, tmp_path: Path
+) -> None:
+    """A published template with a syntax error (vLLM's DeepSeek V3.1 example wrote `{% set x = y | tojson}`): a
+    clear error naming the file and the line, exit 2, never an internal error."""
+    import shutil
+
+    folder = tmp_path / "tok"
+    shutil.copytree(toy_tokenizer, folder)
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}\n{% set x = 1}{% endfor %}")
+    code, _, err = run(capsys, "verify", str(folder))
+    assert code == 2
+    assert f"{folder / 'chat_template.jinja'}, line 2: the chat template does not parse" in err
+    assert "internal error" not in err
