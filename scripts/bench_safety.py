@@ -6,7 +6,8 @@ tokenizer folder is read each time, as the CLI does, and the tokenizer loaded on
 Python's and transformers' imports are not counted). Then:
 how many of the documented hostile templates (those whose first line names the attack and its write-up) and of the
 others are flagged at error or warning, and how many of the published templates (tests/data/templates,
-tests/data/unseen) and bundled families (model_configs) draw an error or warning (none should). With --cli, also
+tests/data/unseen, tests/data/heldout, tests/data/heldout4) and bundled families (model_configs) draw an error or
+warning (none should). With --cli, also
 the whole command's wall time.
 
     python scripts/bench_safety.py [--cli]
@@ -35,6 +36,8 @@ HOSTILE = sorted((ROOT / "tests" / "hostile").glob("*.jinja")) + sorted((ROOT / 
 LEGITIMATE = (
     sorted((ROOT / "tests/data/templates").glob("*/*.jinja"))
     + sorted((ROOT / "tests/data/unseen").glob("*/*.jinja"))
+    + sorted((ROOT / "tests/data/heldout").glob("*/*.jinja"))
+    + sorted((ROOT / "tests/data/heldout4").glob("*/*.jinja"))
     + sorted(ROOT.glob("model_configs/*/*.jinja"))
 )
 

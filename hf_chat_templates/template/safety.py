@@ -34,6 +34,9 @@ runs, with the construct, its line and column and the fix. Each rule has a stabl
               a tool call written with a value the template builds, a wallet or an account (`data_rules`); pieces of
               content dropped on a word (`drop_rules`)
     HCT-S016  a prefilled answer: prose inside the assistant's turn at the generation prompt (`prefill_rules`)
+    HCT-S017  look-alikes of the control tokens in content turned into the tokens themselves (found by rendering;
+              see verification.checks.safety_render, which also renders HCT-S008 at later dates and HCT-S014 in
+              the text the prose scan finds)
 
 HCT-S008 follows a trigger kept in a flag and text gated on the conversation's length (`flag_rules`); HCT-S009
 reads exponential growth, a variable built from itself in a loop (`growth_rules`).

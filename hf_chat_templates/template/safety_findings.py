@@ -97,6 +97,12 @@ RULES: dict[str, tuple[str, str, str]] = {
         "end the generation prompt at the assistant's header (an empty or opening think block at most): words the "
         "template puts in the model's mouth are ones it continues as its own",
     ),
+    "HCT-S017": (
+        "content-forges-token",
+        "error",
+        "write message content as given, or escape look-alikes away from the control tokens (never into them): text "
+        "a user or a tool returns must not become a control token",
+    ),
 }
 
 

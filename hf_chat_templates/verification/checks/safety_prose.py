@@ -9,21 +9,24 @@ finding says when the budget cut the scan short."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
 import jinja2
 
+from ...template.addresses import addresses_in, severity_of
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
 from ...template.coverage import Case, coverage_cases
 from ...template.folding import Folding
 from ...template.instructions import instruction
 from ...template.limits import RenderBudget, RenderLimits
 from ...template.placeholders import placeholders_written
-from ...template.rendering import Renderer
+from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
+from .safety_render import clock_gated, control_tokens_of, forged_tokens
 
 # One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
 COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
@@ -88,6 +91,20 @@ def _place(template: str, text: str) -> tuple[int, int]:
 def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> SafetyFinding:
     template = ctx.template if template_name == "default" else ctx.tool_template or ""
     line, column = _place(template, words)
+    address = next(((w, a) for w, a in addresses_in(words) if not severity_of(words, w, a)), None)
+    if address is not None:
+        what, found = address
+        return SafetyFinding(
+            "HCT-S014",
+            line,
+            column,
+            f"rendering {case.name}: the template adds {_quote(words)} to what the model reads, with the {what} "
+            f"{found!r}: a link or address the model is shown is one it can be steered to repeat (no published chat "
+            "template writes one)",
+            construct=found,
+            template=template_name,
+            detail={"probe": None, "case": case.name, "text": words[:2000]},
+        )
     said = instruction(words)
     kind = (
         f"an instruction to the model ({said!r}) the conversation did not contain"
@@ -140,10 +157,42 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
                 continue  # a placeholder written as text is `structure`'s warning, with this text
             seen[words] = _finding(ctx, case, words, name)
-    cut = budget.stopped or (None if rendered == len(cases) else "the scan's time budget was spent")
+    if rendered == len(cases) and budget.stopped is None:
+        rendered += 1
+        found = _rendered_rules(ctx, renderer, cases, markers)
+        for f in found:
+            seen.setdefault(f.construct, f)
+    cut = budget.stopped or (None if rendered >= len(cases) else "the scan's time budget was spent")
     if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
         cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
     return ProseScan(list(seen.values()), rendered, len(cases), cut)
+
+
+def _rendered_rules(
+    ctx: VerifyContext, renderer: Renderer, cases: list[Case], markers: set[str]
+) -> list[SafetyFinding]:
+    """The rules only a rendering shows (`safety_render`): text gated on the date, look-alikes made into control
+    tokens; on the plain conversation and the one with tools."""
+
+    def render(case: Case) -> Rendered:
+        extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
+        return renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+
+    def added(text: str, case: Case) -> list[str]:
+        return _added(text, case, markers)
+
+    found: list[SafetyFinding] = []
+    base = ctx.renderer.clock or dt.datetime.now()
+    templates = [t for t in (ctx.template, ctx.tool_template) if t]
+    tokens = [t for text in templates for t in control_tokens_of(text, _specials(ctx))]
+    for case in cases[:1] + [c for c in cases if c.name == "tools"]:
+        found += clock_gated(" ".join(templates), base, case, render, added)
+        found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
+    return found
+
+
+def _specials(ctx: VerifyContext) -> list[str]:
+    return [t for t, tok in ctx.added_tokens.items() if getattr(tok, "special", False) and t.strip()]
 
 
 def cut_finding(scan: ProseScan) -> SafetyFinding:

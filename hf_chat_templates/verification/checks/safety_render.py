@@ -1,0 +1,147 @@
+"""Safety rules read from renderings, whatever the template's code looks like: what no static rule can fold.
+
+- **The clock** (HCT-S008): a template that reads `strftime_now` is rendered at moments spread over the next twenty
+  years (hours of a day, each weekday, each month, years ahead). Text it adds at one moment that it does not add now,
+  once digits and month and day names are taken out (a printed date is the format, not a payload), is text gated
+  on the date: a time bomb, however its gate is computed (`['', note][(age > 3) | int]`).
+- **Look-alikes turned into control tokens** (HCT-S017): content, a tool result and an answer that hold look-alikes of
+  the template's control tokens (the ASCII forms of `<｜User｜>`, the full-width forms of `<|im_end|>`, `_` for `▁`)
+  are rendered beside the same conversation without them. A control token the rendering holds more often is one the
+  template made out of the data: any user or tool result can then forge a turn. A template that leaves such text as
+  it is, or escapes it, renders the same count.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+
+from ..._compat import frozen_clock
+from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
+from ...template.coverage import Case
+from ...template.rendering import Rendered
+from ...template.safety import SafetyFinding
+
+Render = Callable[[Case], Rendered]
+Added = Callable[[str, Case], list[str]]
+
+# (days, hours) after the base moment: hours of one day, each weekday, each month, years ahead
+_OFFSETS = (
+    *((0, h) for h in (3, 6, 9, 12, 15, 18, 21)),
+    *((d, 0) for d in range(1, 7)),
+    *((31 * m, 0) for m in range(1, 12)),
+    *((365 * y + y // 4, 0) for y in (1, 2, 3, 4, 5, 7, 10, 15, 20)),
+)
+_MONTHS = "january february march april may june july august september october november december"
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_DATE_WORDS = re.compile(
+    r"\d+|\b(?:"
+    + "|".join([*_MONTHS.split(), *(m[:3] for m in _MONTHS.split()), *_DAYS, *(d[:3] for d in _DAYS)])
+    + r")\b",
+    re.IGNORECASE,
+)
+_CLOCK = re.compile(r"\bstrftime_now\b")
+
+
+def _undated(text: str) -> str:
+    return _DATE_WORDS.sub("#", text)
+
+
+def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, added: Added) -> list[SafetyFinding]:
+    """HCT-S008 for text the template adds to `case` at some moment of the coming years and not at `base`."""
+    if not _CLOCK.search(template):
+        return []
+    with frozen_clock(base):
+        now = render(case)
+    if not now.ok:
+        return []
+    known = {_undated(words) for words in added(now.text or "", case)}
+    for days, hours in _OFFSETS:
+        moment = base + _dt.timedelta(days=days, hours=hours)
+        with frozen_clock(moment):
+            later = render(case)
+        if not later.ok:
+            continue
+        new = [w for w in added(later.text or "", case) if _undated(w) not in known]
+        if new:
+            return [
+                SafetyFinding(
+                    "HCT-S008",
+                    1,
+                    1,
+                    f"rendering {case.name} with the clock at {moment:%Y-%m-%d %H:%M}: the template adds "
+                    f"{_quote(new[0])}, which it does not write at {base:%Y-%m-%d %H:%M}: text written only on some "
+                    "dates (a time bomb), however its gate is computed",
+                    construct=f"clock:{_undated(new[0])[:80]}",
+                    detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "text": new[0][:2000]},
+                )
+            ]
+    return []
+
+
+def _look_alikes(token: str) -> set[str]:
+    """Spellings of a control token a reader takes for it: its ASCII form (NFKC: `｜` is `|`), its full-width form
+    (`|` as `｜`), and `_` and `▁` swapped."""
+    ascii_form = unicodedata.normalize("NFKC", token)
+    wide = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else c for c in token)
+    forms = {ascii_form, ascii_form.replace("▁", "_"), token.replace("▁", "_"), wide, wide.replace("_", "▁")}
+    return {f for f in forms if f != token and f.strip()}
+
+
+def control_tokens_of(template: str, specials: Iterable[str]) -> list[str]:
+    """The control tokens a template writes: the tokenizer's special tokens it names, and its literal fragments
+    shaped like one (`<|im_end|>`, `<｜User｜>`, `[INST]`), or holding characters outside ASCII."""
+    fragments = [f for f in literal_fragments(template) if CONTROL_TOKEN_SHAPES.fullmatch(f) or not f.isascii()]
+    return list(dict.fromkeys([*(t for t in specials if t in template), *fragments]))
+
+
+def forged_tokens(tokens: list[str], case: Case, render: Render) -> list[SafetyFinding]:
+    """HCT-S017 when `case`'s content, tool results and answers holding look-alikes of `tokens` render with more
+    control tokens than the same conversation without them."""
+    alikes = sorted({a for t in tokens for a in _look_alikes(t)})
+    if not alikes:
+        return []
+    carried = " ".join(alikes)
+    # The same messages with neutral words where the look-alikes go: a template that writes a turn only when its
+    # content is not empty (a preamble beside tool calls) adds the same tokens to both
+    case = Case(case.name, [_with(m, "qz8") for m in case.messages], case.tools, case.kwargs, case.generation)
+    armed = Case(
+        f"{case.name}, content holding look-alikes of the control tokens",
+        [_with(m, carried) for m in case.messages],
+        case.tools,
+        case.kwargs,
+        case.generation,
+    )
+    plain, forged = render(case), render(armed)
+    if not (plain.ok and forged.ok):
+        return []
+    made = [t for t in tokens if (forged.text or "").count(t) > (plain.text or "").count(t)]
+    if not made:
+        return []
+    token = made[0]
+    source = next((a for a in _look_alikes(token) if a in carried), "")
+    return [
+        SafetyFinding(
+            "HCT-S017",
+            1,
+            1,
+            f"rendering {armed.name}: the rendering holds the control token {token!r} more often than the same "
+            f"conversation without them ({source!r} in the data becomes {token!r}): the template turns text into a "
+            "control token, so any user message or tool result can forge a turn",
+            construct=f"forge:{token}",
+            detail={"probe": None, "case": armed.name, "token": token, "look_alike": source},
+        )
+    ]
+
+
+def _with(message: dict, text: str) -> dict:
+    content = message.get("content")
+    if isinstance(content, str) and message.get("role") in ("user", "tool", "assistant"):
+        return {**message, "content": f"{content} {text} qz9"}  # appended: content tests see their words
+    return message
+
+
+def _quote(text: str, width: int = 100) -> str:
+    return repr(text if len(text) <= width else text[: width - 1] + "…")
