@@ -53,7 +53,15 @@ _PROMOTE = (
     r"(?:recommend|promote|endorse|advertise)\s+(?:\w+\s+){0,2}?(?-i:[A-Z])[\w-]+"
     r"|(?:include|insert|embed|add)\s+(?:this|the|a|our)\s+(?:\w+\s+)?(?:link|url|image|pixel|reference)"
 )
-INSTRUCTION = re.compile(rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE}|{_PROMOTE})\b", re.IGNORECASE)
+# Phishing: the model told to have the user hand over a secret
+_PHISH = (
+    r"(?:ask|tell|have|get|direct|send|redirect|instruct|urge)\s+(?:the\s+)?(?:user|users|them|customers?|people)\s+"
+    r"(?:to\s+|for\s+)?(?:\w+\s+){0,4}?(?:password|credentials?|passphrase|recovery phrase|seed phrase|private keys?|"
+    r"card number|verification code|one-time code|2fa code|pin code)"
+)
+INSTRUCTION = re.compile(
+    rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE}|{_PROMOTE}|{_PHISH})\b", re.IGNORECASE
+)
 
 
 def instruction(text: str) -> str | None:
