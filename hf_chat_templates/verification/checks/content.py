@@ -263,15 +263,16 @@ def _missing(ctx: VerifyContext, probe: Probe, text: str, kept: str | None) -> l
 
 def _context(ctx: VerifyContext, probe: Probe, s: Sentinel) -> str:
     """Where else the template keeps what this probe's training rendering drops, and what the loss means."""
-    for k in probe.generation_points:
-        if s.message is not None and s.message >= k:
-            continue
-        snapshot = ctx.snapshot(probe, k)
-        if snapshot.ok and s.text in (snapshot.text or ""):
-            return (
-                f" when the conversation ends with an assistant turn, though the request before message {k} (with a "
-                f"generation prompt) keeps it: every training sample loses it"
-            )
+    points = [k for k in probe.generation_points if s.message is None or s.message < k]
+    kept = [k for k in points if (snapshot := ctx.snapshot(probe, k)).ok and s.text in (snapshot.text or "")]
+    if kept:  # dropped only from the training rendering, or once later messages follow
+        return (
+            f" when the conversation ends with an assistant turn, though the request before message {kept[0]} (with "
+            "a generation prompt) keeps it: every training sample loses it"
+            if kept[-1] == points[-1]
+            else f" once later messages follow: the request before message {kept[0]} keeps it, the request before "
+            f"message {points[-1]} does not: later turns are answered, and trained, without it"
+        )
     capability = s.needs
     if capability is not None and ctx.capabilities.get(capability) == "yes":
         keeper = next((p for p in ctx.probes if p.id != probe.id and _keeps(ctx, p, capability)), None)

@@ -33,9 +33,8 @@ from .refusals import (
     NO_PARTS_FORMAT,
     NO_TOOL_FORMAT,
     carries_calls,
-    carries_parts,
     has_no_tool_format,
-    writes_parts_as_data,
+    parts_written_as_data,
 )
 
 # Why an engine writes "\r\n" where transformers writes "\n": a template with CRLF line endings (a config key).
@@ -210,7 +209,7 @@ def _failures(
             finding.hint = "send such a model no tool calls, or train a template with a tool-call format"
             findings.append(finding)
             continue
-        elif writes_parts_as_data(ctx) and all(carries_parts(ctx.probe(i)) for i in ids):
+        elif all(parts_written_as_data(ctx, ctx.probe(i)) for i in ids):
             finding.text += f"; {NO_PARTS_FORMAT}"
             finding.severity, finding.cause = "info", "template"
             finding.hint = "write each text part's text: `{% for p in message.content %}{{ p.text }}{% endfor %}`"

@@ -27,15 +27,12 @@ def has_no_tool_format(ctx: VerifyContext) -> bool:
     return not _TOOL_FORMAT.search(ctx.template + (ctx.tool_template or ""))
 
 
-def writes_parts_as_data(ctx: VerifyContext) -> bool:
-    """Whether transformers writes the content-parts probe's list as data rather than the parts' text."""
-    r = ctx.rendered.get("content-parts")
-    return r is not None and r.ok and bool(PARTS_AS_DATA.search(r.text or ""))
-
-
-def carries_parts(probe: Probe) -> bool:
-    """Whether a message of the probe holds its content as a list of parts."""
-    return any(isinstance(m.get("content"), list) for m in probe.messages)
+def parts_written_as_data(ctx: VerifyContext, probe: Probe) -> bool:
+    """Whether the probe holds content parts and transformers writes a list of them as data rather than the parts'
+    text (values-faithful's error)."""
+    r = ctx.rendered.get(probe.id)
+    carries = any(isinstance(m.get("content"), list) for m in probe.messages)
+    return carries and r is not None and r.ok and bool(PARTS_AS_DATA.search(r.text or ""))
 
 
 def carries_calls(probe: Probe) -> bool:
