@@ -11,6 +11,7 @@ the role names is what the template itself wrote."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from .trigger_rules import _reads, taint_of
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LITERALS = 24  # branch literals tried, one conversation each
+MAX_TOOL_WORDS = 8  # tools named by the words a template tests, in one conversation
 LONG_TURNS = 14
 _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
 
@@ -110,13 +112,42 @@ def _named(ast: nodes.Template, folding: Folding, undeclared: set[str]) -> tuple
     return list(dict.fromkeys(keywords))[:MAX_LITERALS], list(dict.fromkeys(names))[:MAX_LITERALS]
 
 
-def _tools(name: str = "lookup_record") -> list[dict[str, Any]]:
+# Words a template tests that are keys, roles or types of the format, not a tool's name
+_FORMAT_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        "type function text name content role tool tools system user assistant string mapping object array number "
+        "integer boolean null none true false description parameters properties required arguments image enum items "
+        "ipython developer model function_call tool_calls reasoning_content thinking tool_results return",
+    )
+)
+
+
+def _tested_words(ast: nodes.Template, folding: Folding, known: list[str]) -> list[str]:
+    """Identifier-like strings the template tests (`== 'x'`, `'x' in names`, `select('equalto', 'x')`) that are no
+    word of the format: a tool may be named so, and a template may treat a tool list holding it otherwise. None a
+    part of another, so each name is told apart in a rendering."""
+    found: list[str] = []
+    node: Any
+    for node in ast.find_all((nodes.Compare, nodes.Filter, nodes.Test)):
+        operands = [node.expr, *(op.expr for op in node.ops)] if isinstance(node, nodes.Compare) else list(node.args)
+        for operand in operands:
+            value = folding.value(operand)
+            if isinstance(value, str) and re.fullmatch(r"[a-z][a-z0-9_]{2,40}", value) and value not in _FORMAT_WORDS:
+                found.append(value)
+    env = parse_environment()
+    words = [w for w in dict.fromkeys(found) if w not in (*known, *env.filters, *env.tests, "lookup_record")]
+    words = words[:MAX_TOOL_WORDS]
+    return [w for w in words if not any(w != v and (w in v or v in w) for v in [*words, "lookup_record"])]
+
+
+def _tools(name: str = "lookup_record", description: str = "Looks up a record by its number") -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
             "function": {
                 "name": name,
-                "description": "Looks up a record by its number",
+                "description": description,
                 "parameters": {"type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]},
             },
         }
@@ -154,6 +185,10 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     for tool in ["lookup_record", *tool_names]:
         name = "tools" if tool == "lookup_record" else f"a tool named {tool!r}"
         cases.append(Case(name, _tool_conversation(tool), tools=_tools(tool), kwargs=base))
+    if named := _tested_words(ast, folding, tool_names):
+        listed = [_tools(word, f"Tool {i} does job qd{i}.")[0] for i, word in enumerate(["lookup_record", *named])]
+        words = ", ".join(repr(w) for w in named)
+        cases.append(Case(f"tools named {words}", _tool_conversation("lookup_record"), tools=listed, kwargs=base))
     long = [{"role": "system", "content": "Long system ql0."}]
     long += [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)

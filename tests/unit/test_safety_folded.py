@@ -412,9 +412,11 @@ def test_only_template_safety_renders_no_probe(template: str, good: Path, tmp_pa
     report, _ = verify_with_context(good, TemplateChoice(template=tmp_path / "t.jinja"), only=["template-safety"])
     (result,) = report.checks
     assert report.capabilities == {} and report.tokens == {}
-    if template == "slow":  # only the prose scan's own renders ran, and its budget cut them
-        assert result.status == "info" and "cut by its render budget" in result.detail["prose_scan"]
+    if template == "slow":  # only the prose scan's own renders ran, the first ran past its limit: unbounded work
+        assert result.status == "warn" and "cut by its render budget" in result.detail["prose_scan"]
         assert any("budget ran out" in f["message"] for f in result.detail["findings"])
+        (over,) = [f for f in result.detail["findings"] if f["rule"] == "HCT-S009"]
+        assert over["severity"] == "warning" and "messages, 0 tool(s)) ran past the render limits" in over["message"]
     else:
         assert result.status == "fail" and "nothing was rendered" in result.detail["prose_scan"]
 

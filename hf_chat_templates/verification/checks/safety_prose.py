@@ -26,7 +26,7 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from .safety_render import clock_gated, control_tokens_of, forged_tokens
+from .safety_render import clock_gated, control_tokens_of, forged_tokens, over_budget, tools_swapped
 
 # One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
 COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
@@ -150,8 +150,12 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
         result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
         rendered += 1
+        if budget.stopped is not None and budget.seconds_left > 0:  # this one render ran past a limit
+            seen[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", budget.stopped))
         if not result.ok:
             continue
+        for f in tools_swapped(case, result):
+            seen.setdefault(f.construct, f)
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
         for words in _added(result.text or "", case, markers):
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):

@@ -145,3 +145,59 @@ def _with(message: dict, text: str) -> dict:
 
 def _quote(text: str, width: int = 100) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _nearest(text: str, at: int, names: list[str]) -> str | None:
+    """The name whose occurrence (as a whole word) lies nearest to char `at` of `text`."""
+    best: tuple[int, str] | None = None
+    for name in names:
+        for m in re.finditer(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
+            distance = min(abs(m.start() - at), abs(m.end() - at))
+            if best is None or distance < best[0]:
+                best = (distance, name)
+    return best[1] if best else None
+
+
+def tools_swapped(case: Case, rendered: Rendered) -> list[SafetyFinding]:
+    """HCT-S015 when a tool's description is written beside another tool's name: the model reads one tool's
+    purpose under another's name (a destructive tool described as a harmless one). Each description is looked for
+    once; the name nearest to it must be its own tool's."""
+    functions = [t.get("function", {}) for t in case.tools or []]
+    names = [f.get("name") for f in functions if isinstance(f.get("name"), str)]
+    if len(names) < 2 or not rendered.ok:
+        return []
+    text = rendered.text or ""
+    for function in functions:
+        description = function.get("description")
+        if not isinstance(description, str) or text.count(description) != 1:
+            continue
+        near = _nearest(text, text.find(description), names)
+        if near is not None and near != function["name"]:
+            return [
+                SafetyFinding(
+                    "HCT-S015",
+                    1,
+                    1,
+                    f"rendering {case.name}: the description of the tool {function['name']!r} ({description!r}) is "
+                    f"written beside the tool {near!r}: the model reads one tool's purpose under another's name, and "
+                    "calls the wrong one (a destructive tool described as a harmless one)",
+                    construct=f"tools-swapped:{case.name}",
+                    detail={"probe": None, "case": case.name, "tool": function["name"], "beside": near},
+                )
+            ]
+    return []
+
+
+def over_budget(case: Case, why: str) -> SafetyFinding:
+    """HCT-S009 (a warning) when one coverage render of a small conversation ran past the render limits."""
+    return SafetyFinding(
+        "HCT-S009",
+        1,
+        1,
+        f"rendering {case.name} ({len(case.messages)} messages, {len(case.tools or [])} tool(s)) ran past the render "
+        f"limits: {why}: work this size on a conversation this small is unbounded work on the input's shape (a "
+        "size, a depth or a repeat computed from it)",
+        severity="warning",
+        construct=f"budget:{case.name}",
+        detail={"probe": None, "case": case.name},
+    )
