@@ -1,5 +1,6 @@
-"""The second and third corpora of published templates (tests/data/unseen, tests/data/heldout) stay well formed and
-unseen, and corpus_report's scoring against their hand labels counts false alarms and misses as it says."""
+"""The second, third and fourth corpora of published templates (tests/data/unseen, tests/data/heldout,
+tests/data/heldout4) stay well formed and unseen, and corpus_report's scoring against their hand labels counts false
+alarms and misses as it says."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ..helpers import CORPUS, REPO_ROOT, corpus_manifest, corpus_names, corpus_t
 
 UNSEEN = REPO_ROOT / "tests" / "data" / "unseen"
 HELDOUT = REPO_ROOT / "tests" / "data" / "heldout"
-LABELED = [(corpus, name) for corpus in (UNSEEN, HELDOUT) for name in corpus_names(corpus)]
+HELDOUT4 = REPO_ROOT / "tests" / "data" / "heldout4"
+LABELED = [(corpus, name) for corpus in (UNSEEN, HELDOUT, HELDOUT4) for name in corpus_names(corpus)]
 KEYS = ("source", "fetched_from", "license", "bos_token", "eos_token", "pad_token", "add_bos", "generation_eos")
 KEYS += ("special_tokens", "added_tokens", "stop_tokens", "kwargs", "defects", "not_defects")
 
@@ -40,7 +42,9 @@ def test_each_template_is_labeled_with_real_check_ids(corpus: Path, name: str) -
     assert b"\r" not in data and data.decode("utf-8")
 
 
-@pytest.mark.parametrize(("corpus", "earlier", "size"), [(UNSEEN, (), 36), (HELDOUT, (UNSEEN,), 27)])
+@pytest.mark.parametrize(
+    ("corpus", "earlier", "size"), [(UNSEEN, (), 36), (HELDOUT, (UNSEEN,), 27), (HELDOUT4, (UNSEEN, HELDOUT), 28)]
+)
 def test_the_corpus_is_unseen_and_listed(corpus: Path, earlier: tuple[Path, ...], size: int) -> None:
     names = corpus_names(corpus)
     assert len(names) >= size
