@@ -1,6 +1,7 @@
-"""`structure`: nothing before BOS, every turn the template opens closed, the last answer closed with a stop token,
-no placeholder written as text. Each rule fails on a broken template, and the baseline, the corpus of published
-templates and real templates (tests/data/structure) stay silent."""
+"""`structure`: nothing before BOS, BOS where the tokenizer starts text with it, every turn the template opens
+closed, the last answer closed with a stop token, no placeholder written as text. Each rule fails on a broken
+template, and the baseline, the corpus of published templates and real templates (tests/data/structure) stay
+silent."""
 
 from __future__ import annotations
 
@@ -161,7 +162,7 @@ def test_json_and_content_are_not_placeholders(good: Path) -> None:
 
 
 def test_turns_with_no_tokens_are_not_decided(toy_tokenizer: Path) -> None:
-    template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    template = "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
     result = check(context(toy_tokenizer, template), "structure")
     assert result.status == "info"
     assert "turns not decided (no pair of tokens opens and closes each turn" in result.message
@@ -179,10 +180,25 @@ def test_pairs_are_read_from_renderings() -> None:
 
 
 @pytest.mark.parametrize("name", ["deepseek-v3.1", "kimi-k2", "phi-4-mini-llama-cpp"])
-def test_real_templates_are_not_false_alarms(toy_tokenizer: Path, name: str) -> None:
+def test_real_templates_are_not_false_alarms(tmp_path: Path, name: str) -> None:
+    """On a tokenizer that, like these models', starts plain text without a BOS the templates never write."""
     template = (REAL / f"{name}.jinja").read_text(encoding="utf-8")
-    result = check(context(toy_tokenizer, template), "structure")
+    result = check(context(build_toy_tokenizer(tmp_path / "tok", add_bos=False), template), "structure")
     assert result.status == "pass", result.message
+
+
+def test_a_template_that_never_writes_the_bos_its_tokenizer_starts_text_with_warns(
+    tmp_path: Path, toy_tokenizer: Path
+) -> None:
+    """Gemma 2's template as vLLM's examples ship it: no {{ bos_token }}, while Gemma's tokenizer adds <bos> to plain
+    text: apply_chat_template(tokenize=True) ids start without it."""
+    result = check(context(toy_tokenizer, GOOD), "structure")
+    assert result.status == "warn" and result.severity == "warning"
+    assert "the template never writes BOS <s>, though the tokenizer starts plain text with it" in result.message
+    assert result.hint is not None and "write {{ bos_token }} at the template's start" in result.hint
+    assert check(context(toy_tokenizer, "{{ bos_token }}" + GOOD), "structure").status == "pass"
+    no_bos = build_toy_tokenizer(tmp_path / "plain", add_bos=False)
+    assert check(context(no_bos, GOOD), "structure").status == "pass"
 
 
 def test_the_corpus_stays_silent_but_for_what_model_toml_lists(tmp_path: Path) -> None:

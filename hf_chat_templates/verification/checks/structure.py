@@ -1,6 +1,7 @@
-"""`structure`: the shape of each rendering. Nothing before the BOS the template writes; every turn the template
-opens is closed (only the generation prompt's final turn may stay open), the last assistant turn of a training
-rendering with a stop token; no placeholder (`{system_message}`, `{{ tools }}`, `$SYSTEM`) written as text.
+"""`structure`: the shape of each rendering. Nothing before the BOS the template writes, and BOS written where the
+tokenizer starts plain text with it; every turn the template opens is closed (only the generation prompt's final turn
+may stay open), the last assistant turn of a training rendering with a stop token; no placeholder
+(`{system_message}`, `{{ tools }}`, `$SYSTEM`) written as text.
 
 Which tokens open and close a turn is read from the template's own renderings, never from a list: a pair (O, C) is
 two control tokens that, in a plain conversation (and one with a system message), alternate O … C, each O closed
@@ -192,6 +193,33 @@ def text_before_bos(ctx: VerifyContext, s: _Structure) -> list[Finding]:
     return list(seen.values())
 
 
+def missing_bos(ctx: VerifyContext, s: _Structure) -> list[Finding]:
+    """A warning when the tokenizer starts plain text with BOS (its post-processor) and the template never writes it:
+    the ids a chat is trained and served on (apply_chat_template(tokenize=True), vLLM's chat) start without it."""
+    bos = s.bos
+    if bos is None or bos in s.stops or bos == ctx.tokenizer.eos_token:
+        return []
+    if reads_variable(ctx.template, "bos_token") or bos in template_literals(ctx.template):
+        return []
+    plain = list(ctx.tokenizer("qz")["input_ids"])
+    first = next(iter(s.rendered()), None)
+    if not plain or plain[0] != ctx.tokenizer.bos_token_id or first is None or bos in first[1]:
+        return []
+    probe, text = first
+    return [
+        Finding(
+            probe.id,
+            f"probe {probe.id}: the template never writes BOS {bos}, though the tokenizer starts plain text with it "
+            f"(its post-processor adds it to tokenizer(text)): apply_chat_template(tokenize=True) and engines that "
+            f"tokenize a chat without special tokens give ids that start {visible(text[:30])!r}, without {bos}; a "
+            f"model pre-trained with {bos} first is trained and served chats without it",
+            {"token": bos},
+            severity="warning",
+            hint="write {{ bos_token }} at the template's start (tokenize renderings with add_special_tokens=False)",
+        )
+    ]
+
+
 def _completed(ctx: VerifyContext, probe: Probe) -> str | None:
     """A generation-prompt probe's conversation with the answer the model writes, as training renders it."""
     answer = {"role": "assistant", "content": "Answer qzs9a."}
@@ -306,7 +334,8 @@ def placeholders(ctx: VerifyContext, s: _Structure) -> list[Finding]:
 
 def structure(ctx: VerifyContext) -> CheckResult:
     s = _Structure(ctx)
-    findings = [*text_before_bos(ctx, s), *unclosed_turns(ctx, s), *last_turn_stop(ctx, s), *placeholders(ctx, s)]
+    findings = [*text_before_bos(ctx, s), *missing_bos(ctx, s), *unclosed_turns(ctx, s), *last_turn_stop(ctx, s)]
+    findings += placeholders(ctx, s)
     if s.references is None:
         undecided = "a plain conversation does not render"
     elif not s.pairs:
