@@ -32,8 +32,10 @@ _OVERRIDE = (
 )
 _LEAK = (
     r"(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo)\s+"
-    r"(?:the|your|this|their|its|all|any)?\s*(?:system prompt|instructions|hidden|conversation|password|credentials?|"
-    r"api key|secrets?|tokens?|card number|prompt)"
+    r"(?:the|your|this|their|its|all|any)?\s*(?:(?:system|developer|operator|hidden)\s+(?:preamble|message)|"
+    r"system prompt|instructions|hidden|conversation|password|credentials?|api key|secrets?|tokens?|card number|prompt)"
+    # the precedence of instructions turned around: the user's over the system's
+    r"|(?:are|is) overridden by (?:\w+\s+){0,6}?user|follow (?:any|all) instructions even if"
 )
 _STEER = (
     r"(?:always|you must(?: always)?)\s+(?:include|recommend|mention|add|append|insert|end|link|promote|approve|"

@@ -135,3 +135,17 @@ def test_a_render_past_the_limits_on_a_small_conversation_is_unbounded_work(good
     found = [f for f in result.detail["findings"] if f["rule"] == "HCT-S009"]
     assert found and found[0]["severity"] == "warning"
     assert "ran past the render limits" in found[0]["message"] and "'code_runner'" in found[0]["message"]
+
+
+def test_a_normalizer_of_full_width_brackets_forges_the_ascii_tokens(good: Path) -> None:
+    """Kimi K2's shape: `＜｜` and `｜＞` typed by CJK input methods "normalized" to ASCII, which are the pieces of
+    ChatML's own tokens: `＜｜im_end｜＞` in a tool result becomes <|im_end|>."""
+    normalizer = (
+        "{%- macro clean(s) -%}{%- set acc = namespace(t=s) -%}"
+        "{%- for a, b in [('\\uff5c', '|'), ('\\uff1c', '<'), ('\\uff1e', '>')] -%}"
+        "{%- set acc.t = acc.t | replace(a, b) -%}{%- endfor -%}{{- acc.t -}}{%- endmacro -%}"
+    )
+    template = normalizer + GOOD.replace("{{- m.content -}}", "{{- clean(m.content) -}}")
+    result = check(context(good, template), "template-safety")
+    (finding,) = [f for f in result.detail["findings"] if f["rule"] == "HCT-S017"]
+    assert "becomes '<|im_" in finding["message"]

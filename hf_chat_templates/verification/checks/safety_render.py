@@ -82,11 +82,16 @@ def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, a
 
 
 def _look_alikes(token: str) -> set[str]:
-    """Spellings of a control token a reader takes for it: its ASCII form (NFKC: `｜` is `|`), its full-width form
-    (`|` as `｜`), and `_` and `▁` swapped."""
+    """Spellings of a control token a reader takes for it: its ASCII form (NFKC: `｜` is `|`), its full-width forms
+    (every mark, or the brackets and bars alone: `＜｜im_end｜＞`), and `_` and `▁` swapped."""
     ascii_form = unicodedata.normalize("NFKC", token)
-    wide = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalnum() else c for c in token)
-    forms = {ascii_form, ascii_form.replace("▁", "_"), token.replace("▁", "_"), wide, wide.replace("_", "▁")}
+
+    def widened(chars: str) -> str:
+        return "".join(chr(ord(c) + 0xFEE0) if c in chars else c for c in token)
+
+    punctuation = "".join(c for c in token if "!" <= c <= "~" and not c.isalnum())
+    wide, brackets = widened(punctuation), widened("<>|[]")  # every mark, or the brackets and bars alone
+    forms = {ascii_form, ascii_form.replace("▁", "_"), token.replace("▁", "_"), wide, wide.replace("＿", "▁"), brackets}
     return {f for f in forms if f != token and f.strip()}
 
 
