@@ -384,11 +384,9 @@ def values_faithful(ctx: VerifyContext) -> CheckResult:
             findings += view.arguments()
         if calls and results:
             findings += view.call_ids()
-    # every other probe with content as parts that renders: a list (or one part) printed as data, in any role (a tool
-    # result's parts written as each part's dict repr: GLM-4.7), also where parts in another role make the template
-    # raise (a system prompt's parts through `| trim` written as the list's repr is silent where the user's raise)
-    others = [p for p in ctx.probes if ctx.rendered[p.id].ok and p not in ours]
-    findings += [f for p in others for f in _Probe(ctx, p).parts()]
+    # every other probe with content as parts: a list (or one part) printed as data, in any role (a tool result's
+    # parts written as each part's dict repr: GLM-4.7)
+    findings += [f for p in rendered if p not in ours for f in _Probe(ctx, p).parts()]
     plain = [p for p in rendered if _plain_data(p) and (calls or not any(_calls(p)))]
     findings += _literal_newlines(ctx, plain)
     findings += null_literals(ctx)

@@ -29,10 +29,11 @@ def has_no_tool_format(ctx: VerifyContext) -> bool:
 
 def parts_written_as_data(ctx: VerifyContext, probe: Probe) -> bool:
     """Whether the probe holds content parts and transformers writes a list of them as data rather than the parts'
-    text (values-faithful's error)."""
+    text, where values-faithful reports it (a probe of what the template reads)."""
     r = ctx.rendered.get(probe.id)
     carries = any(isinstance(m.get("content"), list) for m in probe.messages)
-    return carries and r is not None and r.ok and bool(PARTS_AS_DATA.search(r.text or ""))
+    shown = carries and r is not None and r.ok and bool(PARTS_AS_DATA.search(r.text or ""))
+    return shown and ctx.applicable(probe)
 
 
 def carries_calls(probe: Probe) -> bool:
