@@ -293,7 +293,8 @@ def test_corpus_fails_exactly_the_real_defects(toy_tokenizer_master: Path, tmp_p
             folder, TemplateChoice(kwargs=corpus_manifest(name).get("kwargs")), only=["values-faithful"]
         )
         result = report.check("values-faithful")
-        assert result.status in ("pass", "info", "fail"), f"{name}: {result.message}"
+        # a warning: another role's parts written as data by a template whose user parts raise (deepseek-r1-distill)
+        assert result.status in ("pass", "info", "warn", "fail"), f"{name}: {result.message}"
         if result.status == "fail":
             failing[name] = {e["probe"] for e in result.detail["examples"] if e["severity"] == "error"}
     assert failing == CORPUS_DEFECTS

@@ -159,3 +159,29 @@ def test_an_engine_failing_on_parts_a_template_writes_as_data_is_the_same_defect
     reads_parts = context(good, NO_TOOLS, probes=_probes("content-parts"))
     (finding,) = _engine_fails(reads_parts, "content-parts")
     assert (finding.severity or "error") == "error" and "content parts" not in finding.text
+
+
+# OpenChat's shape: user content concatenated (parts raise: string content is the limit), the system prompt through
+# `| trim` (parts written as the list's repr, silently).
+SYSTEM_TRIMMED = (
+    "{%- if messages[0].role == 'system' -%}"
+    "{{- '<|im_start|>system\\n' + messages[0].content | trim + '<|im_end|>\\n' -}}"
+    "{%- set messages = messages[1:] -%}{%- endif -%}"
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_parts_written_as_data_where_the_template_refuses_them_elsewhere_warn(good: Path) -> None:
+    """Another role's parts written as the list's repr instead of refused: a warning naming the limit; where the
+    template reads parts (the content-parts probe renders its text), the same repr is an error."""
+    result = check(context(good, SYSTEM_TRIMMED), "values-faithful")
+    system = [e for e in result.detail["examples"] if e["probe"] == "parts-system"]
+    assert system and system[0]["severity"] == "warning"
+    assert "refuses content parts elsewhere" in system[0]["message"] and "written as data" in system[0]["message"]
+    reads_parts = SYSTEM_TRIMMED.replace(
+        "+ m.content +", "+ (m.content if m.content is string else m.content | map(attribute='text') | join) +"
+    )
+    strict = check(context(good, reads_parts), "values-faithful")
+    errors = [e for e in strict.detail.get("examples", []) if e["probe"] == "parts-system"]
+    assert strict.status == "fail" and errors and errors[0]["severity"] == "error"

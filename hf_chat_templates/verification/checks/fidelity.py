@@ -368,6 +368,15 @@ def _literal_newlines(ctx: VerifyContext, probes: list[Probe]) -> list[Finding]:
     return findings
 
 
+def _unrefused(finding: Finding) -> Finding:
+    finding.severity = "warning"
+    finding.text += (
+        "; the template refuses content parts elsewhere (string content is its limit) but writes these as the list's "
+        "repr instead of refusing them: a training set with this role's content as parts trains the repr"
+    )
+    return finding
+
+
 def values_faithful(ctx: VerifyContext) -> CheckResult:
     caps = ctx.capabilities
     calls, results = caps.get("tool_calls") == "yes", caps.get("tool_results") == "yes"
@@ -385,8 +394,12 @@ def values_faithful(ctx: VerifyContext) -> CheckResult:
         if calls and results:
             findings += view.call_ids()
     # every other probe with content as parts: a list (or one part) printed as data, in any role (a tool result's
-    # parts written as each part's dict repr: GLM-4.7)
+    # parts written as each part's dict repr: GLM-4.7); in a probe of what the template does not read (its user
+    # parts raise: string content is its stated limit), another role's parts written as data instead of refused are
+    # a warning: a training set with that role's content as parts trains the repr
     findings += [f for p in rendered if p not in ours for f in _Probe(ctx, p).parts()]
+    unread = [p for p in ctx.probes if ctx.rendered[p.id].ok and not ctx.applicable(p) and p not in ours]
+    findings += [_unrefused(f) for p in unread for f in _Probe(ctx, p).parts()]
     plain = [p for p in rendered if _plain_data(p) and (calls or not any(_calls(p)))]
     findings += _literal_newlines(ctx, plain)
     findings += null_literals(ctx)
