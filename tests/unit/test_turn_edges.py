@@ -95,3 +95,39 @@ def test_indentation_before_an_answer_fails_with_a_stop_token(good: Path) -> Non
     result = check(context(good, broken), "completion-matches-content")
     assert result.status == "fail"
     assert "the trained completion starts with '\\n····' (5 whitespace characters" in result.message
+
+
+# The calls, then a line break, then the turn's text (MiniCPM's `<|tool_call_end|>\n` + content + `<|im_end|>`)
+CALLS_THEN_TEXT = (
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\\n' -}}"
+    "{%- for c in m.tool_calls or [] -%}{{- '<tool_call>' + c.function.name + ' ' + (c.function.arguments "
+    "if c.function.arguments is string else c.function.arguments | tojson) + '</tool_call>' -}}{%- endfor -%}"
+    "{%- if m.tool_calls -%}{{- '\\n' -}}{%- endif -%}"
+    "{%- if m.content is string -%}{{- m.content -}}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def test_the_separator_before_a_call_turns_text_is_the_formats(good: Path) -> None:
+    """Written with no text too, the line break is the format's: the model writes it, then its text or the stop.
+    Where no text ever follows it, it is whitespace before the stop only."""
+    result = check(context(good, CALLS_THEN_TEXT), "completion-matches-content")
+    assert "(a tool-call turn)" not in result.message, result.message
+    no_text = CALLS_THEN_TEXT.replace(
+        "{%- if m.content is string -%}", "{%- if m.content is string and not m.tool_calls -%}"
+    )
+    result = check(context(good, no_text), "completion-matches-content")
+    assert result.status == "fail" and "(a tool-call turn): after its calls comes '\\n' before" in result.message
+
+
+def test_a_turn_joined_to_the_one_before_by_a_skipped_message_is_not_judged(good: Path) -> None:
+    """A template without tools skips the tool result, and writes the assistant's header in the user's branch
+    (Phi-3): the answer after the result has no header, as a dropped message leaves it (nothing-dropped's)."""
+    skips = (
+        "{%- for m in messages -%}{%- if m.role == 'user' -%}"
+        "{{- '<|im_start|>user\\n' + m.content + '<|im_end|>\\n<|im_start|>assistant\\n' -}}"
+        "{%- elif m.role == 'assistant' -%}{{- (m.content or '') + '<|im_end|>\\n' -}}{%- endif -%}{%- endfor -%}"
+    )
+    result = check(context(good, skips), "structure")
+    assert "closes a turn" not in result.message, result.message

@@ -28,6 +28,8 @@ def _call_turn_finding(ctx: VerifyContext, probe: Probe, k: int) -> Finding | No
     content = messages[k].get("content")
     if not space or not trained.strip() or (isinstance(content, str) and content and content.endswith(space)):
         return None
+    if _separates_content(ctx, space, stop):
+        return None  # the format's separator between the calls and the text after them, written with no text too
     pos = len(prompt) + at - len(space)
     return Finding(
         probe.id,
@@ -38,6 +40,22 @@ def _call_turn_finding(ctx: VerifyContext, probe: Probe, k: int) -> Finding | No
         hint=f"write {stop} right after a call turn's last call: drop the whitespace the template writes after each "
         "call (or write it between calls only)",
     )
+
+
+def _separates_content(ctx: VerifyContext, space: str, stop: str) -> bool:
+    """Whether `space` is what a call turn writes between its calls and its content when the content comes after
+    them (MiniCPM's `<|tool_call_end|>\n` + content + `<|im_end|>`): in some probe, a call turn's content follows
+    it right before the stop token. Computed once per whitespace and stop."""
+    key = f"call-turn-separator:{space}:{stop}"
+    if key not in ctx.cache:
+        ctx.cache[key] = any(
+            isinstance(c := m.get("content"), str) and c.strip() and f"{space}{c}{stop}" in text
+            for p in ctx.probes
+            if ctx.rendered[p.id].ok and (text := ctx.rendered[p.id].text or "")
+            for m in p.messages
+            if m.get("role") == "assistant" and m.get("tool_calls")
+        )
+    return bool(ctx.cache[key])
 
 
 def call_turn_endings(ctx: VerifyContext) -> list[Finding]:

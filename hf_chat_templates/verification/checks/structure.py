@@ -1,6 +1,7 @@
 """`structure`: the shape of each rendering. Nothing before the BOS the template writes; every turn the template
-opens is closed (only the generation prompt's final turn may stay open), the last assistant turn of a training
-rendering with a stop token; no placeholder (`{system_message}`, `{{ tools }}`, `$SYSTEM`) written as text.
+opens is closed (only the generation prompt's final turn may stay open), and no turn end is written where no turn
+is open; the last assistant turn of a training rendering with a stop token; no placeholder (`{system_message}`,
+`{{ tools }}`, `$SYSTEM`) written as text.
 
 Which tokens open and close a turn is read from the template's own renderings, never from a list: a pair (O, C) is
 two control tokens that, in a plain conversation (and one with a system message), alternate O … C, each O closed
@@ -280,12 +281,23 @@ def _orphans(text: str, closer: str, openers: set[str], stops: set[str]) -> list
     return found
 
 
+def _drops_a_message(probe: Probe, text: str) -> bool:
+    """Whether the rendering leaves out a whole message: none of its strings is written."""
+    written: dict[int, bool] = {}
+    for x in probe.sentinels:
+        if x.message is not None:
+            written[x.message] = written.get(x.message, False) or x.text in text
+    return not all(written.values())
+
+
 def unopened_turns(ctx: VerifyContext, s: _Structure) -> list[Finding]:
     """A turn end written where no turn is open (tool instructions written after BOS and closed with
     `<|im_end|>`, no `<|im_start|>system` before them): the model is shown a turn end where no turn began."""
     findings: list[Finding] = []
     ends = _turn_ends(s)
     for probe, text in s.rendered():
+        if _drops_a_message(probe, text):
+            continue  # its neighbours are joined (a tool result skipped by a template without tools): nothing-dropped
         own = _own_text(probe)
         for closer, openers in ends.items():
             if closer in own or any(o in own for o in openers):
