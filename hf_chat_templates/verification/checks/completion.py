@@ -14,6 +14,7 @@ from ...template.safety_findings import literal_value
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, first_difference, turn_end_hint, verdict, visible
+from .completion_calls import call_turn_endings
 
 
 def _completion_probes(ctx: VerifyContext) -> list[Probe]:
@@ -98,6 +99,8 @@ def _completion_finding(ctx: VerifyContext, probe: Probe) -> Finding | None:
             f"got {around(tail, pos, ctx.control_tokens)}",
             {"message_index": index, "char_position": len(prompt) + pos},
         )
+    if header is not None and header.isspace() and len(header) > 1:
+        return _layout_whitespace(ctx, probe, index, (prompt, header, tail[len(header) + len(answer) :]))
     if not ctx.stop_tokens:  # the content is the answer's text; what ends the turn is stop-token-registered's
         return None
     rest = tail[len(header) + len(answer) :]
@@ -257,6 +260,25 @@ def _prefix_finding(ctx: VerifyContext, probe: Probe, index: int, prefix: str, p
     )
 
 
+def _layout_whitespace(ctx: VerifyContext, probe: Probe, index: int, parts: tuple[str, str, str]) -> Finding:
+    """More than one whitespace character between the generation prompt and the content (`parts`: the prompt, that
+    whitespace, what follows the content): the template's own layout (indentation and line breaks around its
+    tags, written where no whitespace control trims them), not the format's one separator (` [/INST] answer`)."""
+    prompt, lead, after = parts
+    trailing = f" and '{visible(after)}' after it" if not ctx.stop_tokens and after.isspace() else ""
+    return Finding(
+        probe.id,
+        f"probe {probe.id}: message {index}: the trained completion starts with '{visible(lead)}' ({len(lead)} "
+        f"whitespace characters the template writes after the generation prompt, before the content){trailing}: "
+        f"the model is trained to write whitespace the data never said; "
+        f"{around(prompt + lead, len(prompt), ctx.control_tokens)}",
+        {"message_index": index, "char_position": len(prompt), "lead": lead},
+        hint="write the content right after the generation prompt: trim the template's indentation and line breaks "
+        "around its tags with whitespace control (`{{- … -}}`, `{%- … -%}`), or end the generation prompt with "
+        "the separator the answer follows",
+    )
+
+
 def _leading_space(ctx: VerifyContext, probe: Probe, index: int, lead: str, prompt: str) -> Finding:
     """The format's whitespace between the role header and the answer, which the generation prompt does not end
     with (`[/INST]` then ` answer`, `ASSISTANT:` then ` answer`, or SentencePiece's word-start ▁ on the first
@@ -368,7 +390,7 @@ def completion_matches_content(ctx: VerifyContext) -> CheckResult:
         for f in leads:
             f.severity = None
             f.text = f.text.split(": the model generates")[0] + ": other answers do not; the model is trained on it"
-    findings += _trimmed_beside_calls(ctx)
+    findings += _trimmed_beside_calls(ctx) + call_turn_endings(ctx)
     if not probes:
         return CheckResult("completion-matches-content", "skip", "no probe ends with a plain assistant answer")
     return verdict(

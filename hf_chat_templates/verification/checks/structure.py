@@ -1,7 +1,7 @@
 """`structure`: the shape of each rendering. Nothing before the BOS the template writes, and BOS written where the
 tokenizer starts plain text with it; every turn the template opens is closed (only the generation prompt's final turn
-may stay open), the last assistant turn of a training rendering with a stop token; no placeholder
-(`{system_message}`, `{{ tools }}`, `$SYSTEM`) written as text.
+may stay open), and no turn end is written where no turn is open; the last assistant turn of a training rendering
+with a stop token; no placeholder (`{system_message}`, `{{ tools }}`, `$SYSTEM`) written as text.
 
 Which tokens open and close a turn is read from the template's own renderings, never from a list: a pair (O, C) is
 two control tokens that, in a plain conversation (and one with a system message), alternate O … C, each O closed
@@ -270,6 +270,83 @@ def unclosed_turns(ctx: VerifyContext, s: _Structure) -> list[Finding]:
     return findings
 
 
+def _turn_ends(s: _Structure) -> dict[str, set[str]]:
+    """Each pair's closer that ends turns, with the openers it closes: in every reference rendering each of its
+    copies closes a turn one of those openers opened, and only whitespace comes between it and the next opener, a
+    stop or the end (ChatML's `<|im_end|>`, Llama 3's `<|eot_id|>`; not DeepSeek's end of sentence, which a
+    `<｜User｜>` follows, nor a header's end that content follows)."""
+    groups: dict[str, set[str]] = {}
+    for pair in s.pairs:
+        groups.setdefault(pair.closer, set()).add(pair.opener)
+    found = {}
+    for closer, openers in groups.items():
+        follow = (*openers, *s.stops)
+        if all(
+            _orphans(text, closer, openers, s.stops) == []
+            and all(
+                not (after := text[at + len(closer) :].lstrip()) or after.startswith(follow)
+                for at in _positions(text, closer)
+            )
+            for text in s.references or []
+        ):
+            found[closer] = openers
+    return found
+
+
+def _orphans(text: str, closer: str, openers: set[str], stops: set[str]) -> list[int]:
+    """Where `closer` is written with no turn open: no opener since the last closer or stop."""
+    found, open_ = [], False
+    for at, token in _occurrences(text, {closer, *openers, *stops}):
+        if token in openers:
+            open_ = True
+        elif token == closer:
+            if not open_:
+                found.append(at)
+            open_ = False
+        elif token in stops:
+            open_ = False
+    return found
+
+
+def _drops_a_message(probe: Probe, text: str) -> bool:
+    """Whether the rendering leaves out a whole message: none of its strings is written."""
+    written: dict[int, bool] = {}
+    for x in probe.sentinels:
+        if x.message is not None:
+            written[x.message] = written.get(x.message, False) or x.text in text
+    return not all(written.values())
+
+
+def unopened_turns(ctx: VerifyContext, s: _Structure) -> list[Finding]:
+    """A turn end written where no turn is open (tool instructions written after BOS and closed with
+    `<|im_end|>`, no `<|im_start|>system` before them): the model is shown a turn end where no turn began."""
+    findings: list[Finding] = []
+    ends = _turn_ends(s)
+    for probe, text in s.rendered():
+        if _drops_a_message(probe, text):
+            continue  # its neighbours are joined (a tool result skipped by a template without tools): nothing-dropped
+        own = _own_text(probe)
+        for closer, openers in ends.items():
+            if closer in own or any(o in own for o in openers):
+                continue
+            orphans = _orphans(text, closer, openers, s.stops - {closer})
+            if not orphans:
+                continue
+            at, opener = orphans[0], sorted(openers)[0]
+            findings.append(
+                Finding(
+                    probe.id,
+                    f"probe {probe.id}: {closer} at {_where(ctx, probe, at, text)} closes a turn that no "
+                    f"{' or '.join(sorted(openers))} opened: {around(text, at, ctx.control_tokens)}; the model is "
+                    "shown a turn end where no turn began",
+                    {"char_position": at, "token": closer, "openers": sorted(openers)},
+                    hint=f"open that turn with {opener} and its role before the text {closer} closes (a system "
+                    f"turn for tool instructions), or do not write {closer} there",
+                )
+            )
+    return findings
+
+
 def last_turn_stop(ctx: VerifyContext, s: _Structure) -> list[Finding]:
     """A training rendering's last assistant turn must end with a stop token: the model learns to stop there."""
     if not s.stops or not ctx.tokens.turn_end:
@@ -334,8 +411,14 @@ def placeholders(ctx: VerifyContext, s: _Structure) -> list[Finding]:
 
 def structure(ctx: VerifyContext) -> CheckResult:
     s = _Structure(ctx)
-    findings = [*text_before_bos(ctx, s), *missing_bos(ctx, s), *unclosed_turns(ctx, s), *last_turn_stop(ctx, s)]
-    findings += placeholders(ctx, s)
+    findings = [
+        *text_before_bos(ctx, s),
+        *missing_bos(ctx, s),
+        *unclosed_turns(ctx, s),
+        *unopened_turns(ctx, s),
+        *last_turn_stop(ctx, s),
+        *placeholders(ctx, s),
+    ]
     if s.references is None:
         undecided = "a plain conversation does not render"
     elif not s.pairs:
@@ -350,7 +433,7 @@ def structure(ctx: VerifyContext) -> CheckResult:
     result = verdict(
         "structure",
         findings,
-        f"every turn closed ({pairs}), nothing before BOS, no placeholder",
+        f"every turn closed ({pairs}), no turn end without its turn, nothing before BOS, no placeholder",
         HINT,
     )
     detail: dict[str, Any] = {**result.detail, "pairs": [[p.opener, p.closer] for p in s.pairs]}
