@@ -202,6 +202,8 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     read = sorted(undeclared - set(base))
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
+        # a number picks an item where true picks the second (`[a, b, c][thinking]`)
+        cases.append(Case(f"keywords {', '.join(read)} = 2", plain, kwargs={**base, **dict.fromkeys(read, 2)}))
     for keyword, value in keywords:
         if keyword not in base:
             cases.append(Case(f"keyword {keyword}={value!r}", plain, kwargs={**base, keyword: value}))

@@ -43,7 +43,7 @@ _STEER = (
 )
 _MODE = (
     r"(?:hidden|secret) instructions?|without telling|from now on|developer mode|unrestricted|jailbreak"
-    r"|without (?:any )?(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
+    r"|with(?:out (?:any )?| no )(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
 )
 # Integrity degradation: answers made wrong on purpose; role play that replaces the model's own rules
 _DEGRADE = (

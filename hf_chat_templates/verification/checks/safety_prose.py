@@ -26,7 +26,7 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from .safety_render import clock_gated, control_tokens_of, forged_tokens, over_budget, tools_swapped
+from .safety_render import clock_gated, content_gated, control_tokens_of, forged_tokens, over_budget, tools_swapped
 
 # One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
 COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
@@ -192,6 +192,7 @@ def _rendered_rules(
     for case in cases[:1] + [c for c in cases if c.name == "tools"]:
         found += clock_gated(" ".join(templates), base, case, render, added)
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
+        found += content_gated(case, render, added)
     return found
 
 
