@@ -47,10 +47,18 @@ def call_arguments(call: dict[str, Any]) -> tuple[Any, str | None]:
     return arguments, None
 
 
-def _holds(outcome: Reading | Unreadable | None, key: str | None, sentinel: str | None) -> bool:
+def _holds(outcome: Reading | Unreadable | None, key: str | None, sentinel: str | None, text: str, name: str) -> bool:
+    """Whether a call read outside its message's span is the call: a reading that gives its sentinel back, or a
+    syntax that does not parse whose sentinel is written between the name before it and the name's next write. A
+    tool's declaration (`"description": "qz1toolname(city: str, …)"` in a tools block) writes the name and the
+    parameters, never an argument's value: a call read there is no call."""
     if isinstance(outcome, Reading):
         return key is not None and sentinel is not None and sentinel in str(outcome.values.get(key, ""))
-    return outcome is not None
+    if outcome is None or sentinel is None:
+        return False
+    start = max(text.rfind(name, 0, outcome.pos), 0)
+    again = text.find(name, start + len(name))
+    return sentinel in text[start : again if again >= 0 else len(text)]
 
 
 def read_calls(ctx: VerifyContext, probe: Probe, text: str) -> Iterator[CallRead]:
@@ -73,7 +81,7 @@ def read_calls(ctx: VerifyContext, probe: Probe, text: str) -> Iterator[CallRead
             ):
                 # not in its message's span (or no span known): wherever its sentinel is, and only there
                 anywhere = read_call(text, 0, len(text), name, key, sentinel)
-                if _holds(anywhere, key, sentinel):
+                if _holds(anywhere, key, sentinel, text, name):
                     outcome = anywhere
             yield CallRead(index, name, arguments, given, key, sentinel, outcome)
 
