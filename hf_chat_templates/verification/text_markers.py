@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # `<|im_end|>`, `<｜User｜>`, and Gemma 4's half-piped `<|turn>` and `<turn|>`: shapes no text takes.
 PIPE_TOKEN = re.compile(r"<[|｜].*>|<.*[|｜]>", re.DOTALL)
+# `<|…|>` itself: the shape of Granite's text markers (DeepSeek's `<｜…｜>` are its tokens, never text).
+ASCII_PIPES = re.compile(r"<\|[^<>|\s]+\|>")
 # ChatML's markers: special tokens wherever the format is used (its definition makes them so), never text.
 CHATML = ("<|im_start|>", "<|im_end|>")
 
@@ -81,12 +83,13 @@ def literal_marker_as_text(
     writes `<|function_call_library|>` before its tools, a marker its model never registered: in pieces alike in
     training and serving. The evidence: a literal of the template, in several ids, named in no tokenizer file of the
     folder (no added token, no vocabulary piece, no entry of tokenizer_config.json or special_tokens_map.json), not
-    ChatML's, not `asserted` (a stop, a declared or a family's token), and no turn structure: not written once more
-    for each exchange, nor leading the rendering (the template's turn markers stay control tokens, forgotten)."""
+    ChatML's, not DeepSeek's full-width `<｜…｜>`, not `asserted` (a stop, a declared or a family's token), and no
+    turn structure: not written once more for each exchange, nor leading the rendering (the template's turn markers
+    stay control tokens, forgotten)."""
     from ..families.tokens import structural_fragments
     from ..template.syntax import template_literals
 
-    if not PIPE_TOKEN.fullmatch(token) or len(ids) == 1 or token in ctx.added_tokens or token in CHATML:
+    if not ASCII_PIPES.fullmatch(token) or len(ids) == 1 or token in ctx.added_tokens or token in CHATML:
         return None
     if token in asserted or token not in template_literals(ctx.template) or _named_in_folder(ctx, token):
         return None

@@ -47,22 +47,37 @@ def call_arguments(call: dict[str, Any]) -> tuple[Any, str | None]:
     return arguments, None
 
 
-def _holds(outcome: Reading | Unreadable | None, key: str | None, sentinel: str | None, text: str, name: str) -> bool:
-    """Whether a call read outside its message's span is the call: a reading that gives its sentinel back, or a
-    syntax that does not parse whose sentinel is written between the name before it and the name's next write. A
-    tool's declaration (`"description": "qz1toolname(city: str, …)"` in a tools block) writes the name and the
-    parameters, never an argument's value: a call read there is no call."""
+def _holds(outcome: Reading | Unreadable | None, key: str | None, sentinel: str | None) -> bool:
     if isinstance(outcome, Reading):
         return key is not None and sentinel is not None and sentinel in str(outcome.values.get(key, ""))
-    if outcome is None or sentinel is None:
+    return outcome is not None
+
+
+def _declared(ctx: VerifyContext, probe: Probe, text: str, outcome: Unreadable, name: str) -> bool:
+    """Whether a call that does not parse, read outside its message's span, is the tools' declaration: its text from
+    the tool's name on is written before any call, in the rendering of the conversation's first message with the
+    tools (Granite's vLLM template declares each tool as `"description": "qz1toolname(city: str, …)"`)."""
+    start = text.rfind(name, 0, outcome.pos + 1)
+    if start < 0:
         return False
-    start = max(text.rfind(name, 0, outcome.pos), 0)
-    again = text.find(name, start + len(name))
-    return sentinel in text[start : again if again >= 0 else len(text)]
+    head = ctx.renderer.render(probe.message_list()[:1], probe.tool_list())
+    return head.ok and text[start : outcome.pos + 1] in (head.text or "")
+
+
+def _anywhere(ctx: VerifyContext, probe: Probe, text: str, name: str, key: str | None, sentinel: str | None) -> Any:
+    """The call read wherever it is written, past the tools' declarations."""
+    start = 0
+    for _ in range(len(probe.tool_list() or []) + 1):
+        outcome = read_call(text, start, len(text), name, key, sentinel)
+        if not isinstance(outcome, Unreadable) or not _declared(ctx, probe, text, outcome, name):
+            return outcome
+        start = outcome.pos + 1
+    return None
 
 
 def read_calls(ctx: VerifyContext, probe: Probe, text: str) -> Iterator[CallRead]:
-    """Every call of the probe with dict (or JSON-string) arguments, read back from `text`, its rendering."""
+    """Every call of the probe with dict (or JSON-string) arguments, read back from `text`, its rendering: in its
+    message's span, else wherever it is written, never in the tools' declarations."""
     bounds = ctx.message_boundaries(probe)
     sentinels = [s.text for s in probe.sentinels]
     for index, message in enumerate(probe.messages):
@@ -80,8 +95,8 @@ def read_calls(ctx: VerifyContext, probe: Probe, text: str) -> Iterator[CallRead
                 isinstance(outcome, Reading) and not outcome.values and sentinel and sentinel in text
             ):
                 # not in its message's span (or no span known): wherever its sentinel is, and only there
-                anywhere = read_call(text, 0, len(text), name, key, sentinel)
-                if _holds(anywhere, key, sentinel, text, name):
+                anywhere = _anywhere(ctx, probe, text, name, key, sentinel)
+                if _holds(anywhere, key, sentinel):
                     outcome = anywhere
             yield CallRead(index, name, arguments, given, key, sentinel, outcome)
 

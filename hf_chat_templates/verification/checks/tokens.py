@@ -131,7 +131,9 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
             )
             finding.severity = "info"
             finding.hint = f"if the model was trained with {token} as one token: --control-token {token}"
-        text_marker = literal_marker_as_text(ctx, token, ids, texts, asserted) if finding is not None else None
+        # markup (tool-call and reasoning tags) has its own severity: a warning when left in pieces
+        as_literal = finding is not None and token not in markup
+        text_marker = literal_marker_as_text(ctx, token, ids, texts, asserted) if as_literal else None
         if finding is not None and finding.severity is None and text_marker is not None:
             finding.text += f": {text_marker[0]}; if the model was trained with it as one token, declare it with "
             finding.text += f"--control-token {token}"
