@@ -25,7 +25,13 @@ from typing import Any
 from ..conversations.probes import Probe, tool_call, weather_tool
 from ..conversations.suite import build_probes
 from ..errors import UsageError, option
-from ..template.analysis import control_tokens_in, growing_fragments, literal_fragments, tokens_in_order
+from ..template.analysis import (
+    control_tokens_in,
+    growing_fragments,
+    literal_fragments,
+    tokens_in_order,
+    unregistered_role_markers,
+)
 from ..template.rendering import Rendered, Renderer
 from ..template.syntax import template_literals as literal_text
 from .registry import Variant, identify
@@ -60,7 +66,7 @@ def render_probe(renderer: Renderer, probe: Probe) -> Rendered:
 
 
 # ---- renderings that survive a template's crash on a shape it does not take --------------------------------------
-def _with_empty_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_empty_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every None content (or a tool-call turn's missing one) as "": DeepSeek's templates concatenate
     `message['content']`."""
     return [
@@ -92,7 +98,7 @@ def render_surviving(
     first = renderer.render(messages, tools, **flags)
     if first.ok:
         return first, ""
-    empty, strings = _with_empty_content(messages), _with_string_arguments(messages)
+    empty, strings = with_empty_content(messages), _with_string_arguments(messages)
     tries = [
         (empty, tools, 'None contents given as ""'),
         (strings, tools, "tool-call arguments given as JSON strings"),
@@ -230,9 +236,13 @@ def inferred_control_tokens(
     """`declared`; what the template writes in control-token shapes (never what only message content spells); the
     registered special tokens in its literals; and its structural fragments, whatever their shape."""
     added = {t.content: t for t in renderer.tokenizer.added_tokens_decoder.values()}
+    probes, renderings, declared = tuple(probes), list(renderings), tuple(declared)
     content = [str(m.get("content", "")) for p in probes for m in p.messages]
     found = control_tokens_in(renderer.template, renderings, added, declared=declared, content=content)
-    return tuple(dict.fromkeys([*found, *structural_fragments(renderer)]))
+    roles = {str(m.get("role")) for p in probes for m in p.messages}
+    # `<|tool|>` built from the role by ChatGLM3's template, which has no tool role: no token of the model
+    unsupported = unregistered_role_markers(renderer.template, renderings, roles, added).keys() - set(declared)
+    return tuple(t for t in dict.fromkeys([*found, *structural_fragments(renderer)]) if t not in unsupported)
 
 
 def generation_stops(tokenizer: Any, generation_config: Mapping[str, Any] | None) -> tuple[tuple[str, ...], str]:

@@ -168,3 +168,36 @@ def reads_content_parts(template: str) -> bool:
     if any(node.attr == "text" for node in ast.find_all(jinja2.nodes.Getattr)):
         return True
     return any(node.value == "text" for node in ast.find_all(jinja2.nodes.Const))
+
+
+# Roles every chat format has: a token built from one of them is the format's own, registered or forgotten.
+CORE_ROLES = ("user", "assistant")
+
+
+def unregistered_role_markers(
+    template: str, renderings: Iterable[str], roles: Iterable[str], added_tokens: Mapping[str, Any]
+) -> dict[str, str]:
+    """The control-token-shaped strings the template builds from a message's role (`'<|' + message['role'] + '|>'`)
+    for a role its format does not have, by role: written in a rendering and no literal of the template, for a role
+    neither user nor assistant nor one the template tests for, unregistered, where the tokenizer registers the same
+    construction for another role (ChatGLM3's `<|tool|>` beside its `<|user|>`). They are not the model's tokens: a
+    conversation with that role is input the format does not take. `added_tokens` maps a token's text to its
+    AddedToken."""
+    literal = template_literals(template)
+    tested = compared_literals(template)
+    roles = sorted({r for r in roles if r}, key=len, reverse=True)
+    found: dict[str, str] = {}
+    for text in renderings:
+        for match in CONTROL_TOKEN_SHAPES.findall(text):
+            if match in found or match in literal or match in added_tokens:
+                continue
+            for role in roles:
+                at = match.find(role)
+                before, after = match[:at], match[at + len(role) :]
+                if at <= 0 or not after or before not in literal or after not in literal:
+                    continue
+                others = [before + r + after for r in roles if r != role]
+                if role not in CORE_ROLES and role not in tested and any(o in added_tokens for o in others):
+                    found[match] = role
+                break
+    return found

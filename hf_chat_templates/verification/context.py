@@ -16,6 +16,7 @@ from ..conversations.probes import CAPABILITIES, Probe, Sentinel, id_format_for
 from ..conversations.suite import build_probes
 from ..families.registry import Variant
 from ..families.tokens import TemplateTokens, inferred_control_tokens, surviving_texts, template_tokens
+from ..template.analysis import unregistered_role_markers
 from ..template.engines.registry import engine_names
 from ..template.rendering import Rendered, Renderer
 from ..template.spans import TurnSpans, assistant_spans
@@ -225,6 +226,15 @@ class VerifyContext:
         """Declared by the caller, then by the family, plus every control token the template writes: in
         control-token shapes, registered special tokens, and structural fragments of any shape."""
         return inferred_control_tokens(self.renderer, self.inference_texts, self.probes, self.tokens.control_tokens)
+
+    @cached_property
+    def role_markers(self) -> dict[str, str]:
+        """Control-token-shaped strings the template builds from a role its format does not have, unregistered and
+        undeclared, by role (ChatGLM3's `<|tool|>`): not control tokens (`unregistered_role_markers`)."""
+        roles = {str(m.get("role")) for p in self.probes for m in p.messages}
+        found = unregistered_role_markers(self.template, self.inference_texts, roles, self.added_tokens)
+        declared = {*self.declared_controls, *(self.declared_stops or ())}
+        return {t: r for t, r in found.items() if t not in declared and t not in self.control_tokens}
 
     @cached_property
     def inference_texts(self) -> list[str]:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 # `<|im_end|>`, `<｜User｜>`, and Gemma 4's half-piped `<|turn>` and `<turn|>`: shapes no text takes.
 PIPE_TOKEN = re.compile(r"<[|｜].*>|<.*[|｜]>", re.DOTALL)
+# `<|…|>` itself: the shape of Granite's text markers (DeepSeek's `<｜…｜>` are its tokens, never text).
+ASCII_PIPES = re.compile(r"<\|[^<>|\s]+\|>")
 # ChatML's markers: special tokens wherever the format is used (its definition makes them so), never text.
 CHATML = ("<|im_start|>", "<|im_end|>")
 
@@ -71,3 +73,43 @@ def _every_answer_stops(probe: Probe, text: str | None, stops: tuple[str, ...]) 
         if not any(s in text[pos : end if end >= 0 else len(text)] for s in stops):
             return False
     return answers > 0
+
+
+def literal_marker_as_text(
+    ctx: VerifyContext, token: str, ids: list[int], texts: dict[str, str], asserted: set[str]
+) -> tuple[str, str] | None:
+    """Why an unregistered `<|…|>` marker the template writes as a literal is text by design, and the finding's
+    severity (info when every rendering writes it alike, else a warning), or None. Granite's vLLM tool template
+    writes `<|function_call_library|>` before its tools, a marker its model never registered: in pieces alike in
+    training and serving. The evidence: a literal of the template, in several ids, named in no tokenizer file of the
+    folder (no added token, no vocabulary piece, no entry of tokenizer_config.json or special_tokens_map.json), not
+    ChatML's, not DeepSeek's full-width `<｜…｜>`, not `asserted` (a stop, a declared or a family's token), and no
+    turn structure: not written once more for each exchange, nor leading the rendering (the template's turn markers
+    stay control tokens, forgotten)."""
+    from ..families.tokens import structural_fragments
+    from ..template.syntax import template_literals
+
+    if not ASCII_PIPES.fullmatch(token) or len(ids) == 1 or token in ctx.added_tokens or token in CHATML:
+        return None
+    if token in asserted or token not in template_literals(ctx.template) or _named_in_folder(ctx, token):
+        return None
+    if token in structural_fragments(ctx.renderer):
+        return None
+    same = len({text.count(token) for text in texts.values()}) == 1
+    return (
+        f"a marker the template writes as a literal ({'the same in every rendering' if same else 'in some renderings'}"
+        ") that no tokenizer file of the folder names, and no turn marker: text by design, tokenized the same in "
+        "training and serving",
+        "info" if same else "warning",
+    )
+
+
+def _named_in_folder(ctx: VerifyContext, token: str) -> bool:
+    """Whether tokenizer_config.json (its chat templates aside) or special_tokens_map.json names `token`."""
+    import json
+
+    folder = ctx.folder
+    if folder is None:
+        return False
+    config = {k: v for k, v in folder.tokenizer_config.items() if k != "chat_template"}
+    return any(token in json.dumps(part, ensure_ascii=False) for part in (config, folder.special_tokens_map or {}))

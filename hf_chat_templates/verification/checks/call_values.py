@@ -53,8 +53,31 @@ def _holds(outcome: Reading | Unreadable | None, key: str | None, sentinel: str 
     return outcome is not None
 
 
+def _declared(ctx: VerifyContext, probe: Probe, text: str, outcome: Unreadable, name: str) -> bool:
+    """Whether a call that does not parse, read outside its message's span, is the tools' declaration: its text from
+    the tool's name on is written before any call, in the rendering of the conversation's first message with the
+    tools (Granite's vLLM template declares each tool as `"description": "qz1toolname(city: str, …)"`)."""
+    start = text.rfind(name, 0, outcome.pos + 1)
+    if start < 0:
+        return False
+    head = ctx.renderer.render(probe.message_list()[:1], probe.tool_list())
+    return head.ok and text[start : outcome.pos + 1] in (head.text or "")
+
+
+def _anywhere(ctx: VerifyContext, probe: Probe, text: str, name: str, key: str | None, sentinel: str | None) -> Any:
+    """The call read wherever it is written, past the tools' declarations."""
+    start = 0
+    for _ in range(len(probe.tool_list() or []) + 1):
+        outcome = read_call(text, start, len(text), name, key, sentinel)
+        if not isinstance(outcome, Unreadable) or not _declared(ctx, probe, text, outcome, name):
+            return outcome
+        start = outcome.pos + 1
+    return None
+
+
 def read_calls(ctx: VerifyContext, probe: Probe, text: str) -> Iterator[CallRead]:
-    """Every call of the probe with dict (or JSON-string) arguments, read back from `text`, its rendering."""
+    """Every call of the probe with dict (or JSON-string) arguments, read back from `text`, its rendering: in its
+    message's span, else wherever it is written, never in the tools' declarations."""
     bounds = ctx.message_boundaries(probe)
     sentinels = [s.text for s in probe.sentinels]
     for index, message in enumerate(probe.messages):
@@ -72,7 +95,7 @@ def read_calls(ctx: VerifyContext, probe: Probe, text: str) -> Iterator[CallRead
                 isinstance(outcome, Reading) and not outcome.values and sentinel and sentinel in text
             ):
                 # not in its message's span (or no span known): wherever its sentinel is, and only there
-                anywhere = read_call(text, 0, len(text), name, key, sentinel)
+                anywhere = _anywhere(ctx, probe, text, name, key, sentinel)
                 if _holds(anywhere, key, sentinel):
                     outcome = anywhere
             yield CallRead(index, name, arguments, given, key, sentinel, outcome)

@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...conversations.probes import Probe
+from ...families.tokens import with_empty_content
 from ..call_differences import differences
 from ..call_syntax import Reading, Unreadable
+from ..content_none import content_none_effect
 from ..context import VerifyContext
 from ..results import CheckResult, Finding, around, verdict
 from .call_values import CALL_HINT, CallRead, official_writes_the_same, read_calls, unescaped_quotes
@@ -91,10 +93,12 @@ def _sentinel_in(value: str, probe: Probe) -> str | None:
 class _Probe:
     """One probe's rendering, and how its findings are worded."""
 
-    def __init__(self, ctx: VerifyContext, probe: Probe) -> None:
+    def __init__(self, ctx: VerifyContext, probe: Probe, text: str | None = None, note: str = "") -> None:
+        """`text`: the rendering to read when it is not transformers' (`note` says which it is)."""
         self.ctx = ctx
         self.probe = probe
-        self.text = ctx.rendered[probe.id].text or ""
+        self.text = text if text is not None else ctx.rendered[probe.id].text or ""
+        self.note = note
 
     def at(self, pos: int) -> str:
         return around(self.text, pos, self.ctx.control_tokens)
@@ -103,7 +107,7 @@ class _Probe:
         where = f"message {index}" if index is not None else "the rendering"
         return Finding(
             self.probe.id,
-            f"probe {self.probe.id}: {where}: {what}; the rendering has {self.at(pos)}",
+            f"probe {self.probe.id}{self.note}: {where}: {what}; the rendering has {self.at(pos)}",
             {"message_index": index, "char_position": pos, **detail},
             severity="error",
             cause="template",
@@ -377,16 +381,43 @@ def _unrefused(finding: Finding) -> Finding:
     return finding
 
 
+def _with_none_kept(ctx: VerifyContext, probe: Probe) -> _Probe | None:
+    """A `values-` probe that raises only on its None content (`renders` reports it), read as the template renders it
+    with the None kept (`content_none`: it tests `content is none`, as engines that pass messages as given send it),
+    else with the None content given as "" (DeepSeek's templates concatenate it): a crash on the content must not
+    hide how the same turn writes its values."""
+    effect = content_none_effect(ctx, probe)
+    if effect is not None and effect.kept.ok:
+        return _Probe(ctx, probe, effect.kept.text or "", f" ({_KEPT}; {_RAISES})")
+    empty = with_empty_content(probe.message_list())
+    if empty == probe.message_list():
+        return None
+    again = ctx.renderer.render(
+        empty,
+        probe.tool_list(),
+        add_generation_prompt=probe.add_generation_prompt,
+        continue_final_message=probe.continue_final_message,
+    )
+    if not again.ok:
+        return None
+    return _Probe(ctx, probe, again.text or "", f' (rendered with the None content given as ""; {_RAISES})')
+
+
+_KEPT = "rendered with the None content kept, as engines that pass messages as given send it"
+_RAISES = "transformers' rendering raises on it, see renders"
+
+
 def values_faithful(ctx: VerifyContext) -> CheckResult:
     caps = ctx.capabilities
     calls, results = caps.get("tool_calls") == "yes", caps.get("tool_results") == "yes"
     rendered = [p for p in ctx.probes if ctx.rendered[p.id].ok and ctx.applicable(p)]
     ours = [p for p in rendered if p.id.startswith(_PREFIX)]
-    if not ours:
+    raised = [p for p in ctx.probes if p.id.startswith(_PREFIX) and p not in ours and ctx.applicable(p)]
+    views = [_Probe(ctx, p) for p in ours] + [v for p in raised if (v := _with_none_kept(ctx, p)) is not None]
+    if not views:
         return CheckResult("values-faithful", "skip", "no values- probe renders with what the template reads")
     findings: list[Finding] = []
-    for probe in ours:
-        view = _Probe(ctx, probe)
+    for view in views:
         parts = view.parts()
         findings += parts + view.strings(tool_results=results, parts_dumped=bool(parts))
         if calls:
@@ -407,7 +438,7 @@ def values_faithful(ctx: VerifyContext) -> CheckResult:
         "values-faithful",
         findings,
         f"strings are written as their text, arguments as JSON or call syntax, tool results by their call's id "
-        f"({len(ours)} probes, {len(plain)} checked for literal backslash-n)",
+        f"({len(views)} probes, {len(plain)} checked for literal backslash-n)",
         HINT,
         cause="template",
     )

@@ -50,6 +50,18 @@ def _merge_finding(
             hint="nothing to change; a control token or a newline the pre-tokenizer splits on would keep messages "
             "apart",
         )
+    marker = next((t for t in ctx.role_markers if _overlaps(text, t, start, end)), None)
+    if marker is not None:
+        return Finding(
+            probe.id,
+            f"{where}; the token joins {marker}, which the template builds from the role "
+            f"{ctx.role_markers[marker]!r}, a role the format does not have (control-tokens-atomic says so): a "
+            "conversation in that role is input the model was not trained on",
+            detail | {"cut": cut, "token": marker},
+            severity="info",
+            cause="input normalization",
+            hint=f"send no {ctx.role_markers[marker]!r} messages, or map them to a role the format has",
+        )
     following = probe.messages[b_index + 1].get("content") if b_index + 1 < len(probe.messages) else None
     if isinstance(following, str) and following[:1].isspace() and text.startswith(following, cut):
         return Finding(
@@ -67,6 +79,12 @@ def _merge_finding(
         "model is trained or served other tokens than the other side of the cut gives",
         detail | {"cut": cut},
     )
+
+
+def _overlaps(text: str, token: str, start: int, end: int) -> bool:
+    """Whether an occurrence of `token` in `text` overlaps text[start:end]."""
+    at = text.find(token, max(start - len(token) + 1, 0))
+    return 0 <= at < end
 
 
 def boundary_merge(ctx: VerifyContext) -> CheckResult:

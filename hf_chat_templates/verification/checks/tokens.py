@@ -12,7 +12,7 @@ from ...tokenizer.folder import GENERATION_CONFIG
 from ..context import RecordContext, VerifyContext
 from ..results import STOP_TOKEN_HINT, CheckResult, Finding, around, first_difference, verdict, visible
 from ..text_markers import PIPE_TOKEN as _PIPE_TOKEN
-from ..text_markers import markers_read_as_text
+from ..text_markers import literal_marker_as_text, markers_read_as_text
 
 
 def _rendered_probes(ctx: VerifyContext) -> Iterator[tuple[Probe, str]]:
@@ -77,6 +77,33 @@ def _atomic_finding(ctx: VerifyContext, token: str, ids: list[int], where: tuple
     return Finding(where[0], text, detail)
 
 
+def _role_marker_findings(ctx: VerifyContext, texts: dict[str, str]) -> list[Finding]:
+    """Info on each control-token-shaped string the template builds from a role its format does not have (ChatGLM3
+    writes any role as `<|role|>`; its tokenizer has `<|user|>` but no `<|tool|>`): a stated limit, not a token."""
+    findings = []
+    for token, role in ctx.role_markers.items():
+        where = next(((pid, text.find(token)) for pid, text in texts.items() if token in text), None)
+        if where is None:
+            continue  # only a rendering that survives a crash writes it: the template refuses that input first
+        before, after = token.split(role, 1)
+        roles = dict.fromkeys(str(m.get("role")) for p in ctx.probes for m in p.messages)
+        siblings = [t for r in roles if (t := before + r + after) != token and t in ctx.added_tokens]
+        findings.append(
+            Finding(
+                where[0],
+                f"the template writes the role {role!r} as {token}, which the model has no token for (it has "
+                f"{', '.join(siblings)}): a role its format does not have (written in probe {where[0]} at char "
+                f"{where[1]}); messages in that role are written in pieces, as text the model was not trained on",
+                {"token": token, "role": role, "probe_char": where[1], "registered": siblings},
+                severity="info",
+                cause="input normalization",
+                hint=f"send no {role!r} messages, or map them to a role the format has; if the model was trained "
+                f"with {token} as one token, declare it with --control-token {token}",
+            )
+        )
+    return findings
+
+
 def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
     findings = []
     texts = {p.id: t for p, t in _rendered_probes(ctx)}
@@ -104,8 +131,17 @@ def control_tokens_atomic(ctx: VerifyContext) -> CheckResult:
             )
             finding.severity = "info"
             finding.hint = f"if the model was trained with {token} as one token: --control-token {token}"
+        # markup (tool-call and reasoning tags) has its own severity: a warning when left in pieces
+        as_literal = finding is not None and token not in markup
+        text_marker = literal_marker_as_text(ctx, token, ids, texts, asserted) if as_literal else None
+        if finding is not None and finding.severity is None and text_marker is not None:
+            finding.text += f": {text_marker[0]}; if the model was trained with it as one token, declare it with "
+            finding.text += f"--control-token {token}"
+            finding.severity = text_marker[1]
+            finding.hint = f"if the model was trained with {token} as one token: --control-token {token}"
         if finding is not None:
             findings.append(finding)
+    findings += _role_marker_findings(ctx, texts)
     # Markup (tool-call and reasoning tags) is text in some models by design: left in pieces, it is a warning.
     graded = [f for f in findings if f.severity is None]
     status = "warn" if all(f.detail.get("token") in markup for f in graded) else "fail"
