@@ -75,6 +75,7 @@ def test_the_look_alikes_tried_are_the_ascii_and_full_width_spellings() -> None:
     assert {"<|User|>", "<｜User｜>".replace("｜", "|")} <= _look_alikes("<｜User｜>")
     assert "<|tool_output_begin|>" in _look_alikes("<｜tool▁output▁begin｜>")
     assert "＜｜im＿end｜＞" in _look_alikes("<|im_end|>")
+    assert {"&lt;|im_end|&gt;", "%3C%7Cim_end%7C%3E"} <= _look_alikes("<|im_end|>")  # as a web page carries it
     assert control_tokens_of(ARMS, ()) == [
         "<｜User｜>",
         "<｜tool▁output▁begin｜>",
@@ -198,3 +199,11 @@ def test_a_keyword_given_as_a_number_is_rendered_too() -> None:
 
     names = [c.name for c in coverage_cases("{{ ['', '', 'x'][thinking or 0] }}" + GOOD)]
     assert "keywords thinking set" in names and "keywords thinking = 2" in names
+
+
+def test_html_entities_decoded_into_control_tokens_forge_a_turn(good: Path) -> None:
+    """GLM's shape: a "decode HTML entities" step on tool output turns `&lt;|im_start|&gt;` into the real token."""
+    decode = GOOD.replace("{{- m.content -}}", "{{- m.content | replace('&lt;', '<') | replace('&gt;', '>') -}}")
+    result = check(context(good, decode), "template-safety")
+    (finding,) = [f for f in result.detail["findings"] if f["rule"] == "HCT-S017"]
+    assert "'&lt;|im_" in finding["message"] and "becomes '<|im_" in finding["message"]

@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import datetime as _dt
+import html
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Callable, Iterable
 
 from ..._compat import frozen_clock
@@ -83,7 +85,8 @@ def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, a
 
 def _look_alikes(token: str) -> set[str]:
     """Spellings of a control token a reader takes for it: its ASCII form (NFKC: `｜` is `|`), its full-width forms
-    (every mark, or the brackets and bars alone: `＜｜im_end｜＞`), and `_` and `▁` swapped."""
+    (every mark, or the brackets and bars alone: `＜｜im_end｜＞`), `_` and `▁` swapped, and the ASCII form as HTML
+    entities (`&lt;|im_end|&gt;`) and percent-encoded (`%3C%7Cim_end%7C%3E`), as a web page or an API carries it."""
     ascii_form = unicodedata.normalize("NFKC", token)
 
     def widened(chars: str) -> str:
@@ -92,6 +95,8 @@ def _look_alikes(token: str) -> set[str]:
     punctuation = "".join(c for c in token if "!" <= c <= "~" and not c.isalnum())
     wide, brackets = widened(punctuation), widened("<>|[]")  # every mark, or the brackets and bars alone
     forms = {ascii_form, ascii_form.replace("▁", "_"), token.replace("▁", "_"), wide, wide.replace("＿", "▁"), brackets}
+    # encoded as text a web page or an API carries it: HTML entities, percent-encoding
+    forms |= {html.escape(ascii_form, quote=False), urllib.parse.quote(ascii_form, safe="")}
     return {f for f in forms if f != token and f.strip()}
 
 
@@ -126,7 +131,9 @@ def forged_tokens(tokens: list[str], case: Case, render: Render) -> list[SafetyF
     if not made:
         return []
     token = made[0]
-    source = next((a for a in _look_alikes(token) if a in carried), "")
+    # the look-alike the template turned into the token is the one its rendering no longer shows
+    alikes_of = sorted(_look_alikes(token))
+    source = next((a for a in alikes_of if a not in (forged.text or "")), alikes_of[0])
     return [
         SafetyFinding(
             "HCT-S017",
