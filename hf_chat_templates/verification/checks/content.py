@@ -14,6 +14,7 @@ from ...template.analysis import reads_content_parts
 from ...template.engines.base import joined_text_parts, text_of_media_messages
 from ..content_none import ContentNoneEffect, content_none_effect
 from ..context import RecordContext, VerifyContext
+from ..history_reasoning import think_tags
 from ..results import CheckResult, Finding, verdict
 from .call_turns import beside_calls, call_turn_hint
 from .content_kept import raises_on_none
@@ -372,7 +373,6 @@ def _never_read(ctx: VerifyContext) -> list[Finding]:
 
 
 # Think tags a format writes reasoning between, inside an answer's content.
-_THINK_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<thinking>", "</thinking>"))
 
 
 _CAPABILITY_NAMES = {
@@ -408,7 +408,7 @@ def _reasoning_in_content(ctx: VerifyContext) -> str | None:
     tags, and the reasoning probe's thought written between them in its answer's content survives the rendering.
     None otherwise (a template that cuts content at </think> drops it; one that never names think tags has no place
     for reasoning at all)."""
-    tags = next(((a, b) for a, b in _THINK_TAGS if b in ctx.template), None)
+    tags = think_tags(ctx.template)
     probe = next((p for p in ctx.probes if p.id == "reasoning"), None)
     if tags is None or probe is None:
         return None

@@ -26,7 +26,15 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from .safety_render import clock_gated, content_gated, control_tokens_of, forged_tokens, over_budget, tools_swapped
+from .safety_render import (
+    clock_gated,
+    content_gated,
+    control_tokens_of,
+    forged_tokens,
+    over_budget,
+    quote,
+    tools_swapped,
+)
 
 # One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
 COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
@@ -98,7 +106,7 @@ def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> 
             "HCT-S014",
             line,
             column,
-            f"rendering {case.name}: the template adds {_quote(words)} to what the model reads, with the {what} "
+            f"rendering {case.name}: the template adds {quote(words)} to what the model reads, with the {what} "
             f"{found!r}: a link or address the model is shown is one it can be steered to repeat (no published chat "
             "template writes one)",
             construct=found,
@@ -116,16 +124,12 @@ def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> 
         "HCT-S011",
         line,
         column,
-        f"rendering {case.name}: the template adds {_quote(words)} to what the model reads: {kind}",
+        f"rendering {case.name}: the template adds {quote(words)} to what the model reads: {kind}",
         severity="warning" if said else "info",
         construct=words[:200],
         template=template_name,
         detail={"probe": None, "case": case.name, "text": words[:2000], "instruction": said},
     )
-
-
-def _quote(text: str, width: int = 100) -> str:
-    return repr(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def prose_scan(ctx: VerifyContext) -> ProseScan:
@@ -142,7 +146,8 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         return ProseScan([], 0, 0, None)
     cases = cases[:MAX_CASES]
     markers = _markers(ctx, ctx.template) | (_markers(ctx, ctx.tool_template) if ctx.tool_template else set())
-    seen: dict[str, SafetyFinding] = {}
+    seen: dict[str, SafetyFinding] = {}  # prose, by its text
+    ruled: dict[str, SafetyFinding] = {}  # what the rendered rules find, by construct
     rendered = 0
     for case in cases:
         if budget.stopped is not None or budget.seconds_left <= 0:
@@ -151,25 +156,23 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
         rendered += 1
         if budget.stopped is not None and budget.seconds_left > 0:  # this one render ran past a limit
-            seen[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", budget.stopped))
+            ruled[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", budget.stopped))
         if not result.ok:
             continue
         for f in tools_swapped(case, result):
-            seen.setdefault(f.construct, f)
+            ruled.setdefault(f.construct, f)
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
         for words in _added(result.text or "", case, markers):
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
                 continue  # a placeholder written as text is `structure`'s warning, with this text
             seen[words] = _finding(ctx, case, words, name)
     if rendered == len(cases) and budget.stopped is None:
-        rendered += 1
-        found = _rendered_rules(ctx, renderer, cases, markers)
-        for f in found:
-            seen.setdefault(f.construct, f)
-    cut = budget.stopped or (None if rendered >= len(cases) else "the scan's time budget was spent")
+        for f in _rendered_rules(ctx, renderer, cases, markers):
+            ruled.setdefault(f.construct, f)
+    cut = budget.stopped or (None if rendered == len(cases) else "the scan's time budget was spent")
     if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
         cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
-    return ProseScan(list(seen.values()), rendered, len(cases), cut)
+    return ProseScan([*seen.values(), *ruled.values()], rendered, len(cases), cut)
 
 
 def _rendered_rules(

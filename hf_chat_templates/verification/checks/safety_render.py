@@ -74,7 +74,7 @@ def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, a
                     1,
                     1,
                     f"rendering {case.name} with the clock at {moment:%Y-%m-%d %H:%M}: the template adds "
-                    f"{_quote(new[0])}, which it does not write at {base:%Y-%m-%d %H:%M}: text written only on some "
+                    f"{quote(new[0])}, which it does not write at {base:%Y-%m-%d %H:%M}: text written only on some "
                     "dates (a time bomb), however its gate is computed",
                     construct=f"clock:{_undated(new[0])[:80]}",
                     detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "text": new[0][:2000]},
@@ -155,7 +155,7 @@ def _with(message: dict, text: str) -> dict:
     return message
 
 
-def _quote(text: str, width: int = 100) -> str:
+def quote(text: str, width: int = 100) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
 
 
@@ -272,7 +272,7 @@ def content_gated(case: Case, render: Render, added: Added) -> list[SafetyFindin
                 "HCT-S008",
                 1,
                 1,
-                f"rendering {bait.name}: the template adds {_quote(new[0])}, which it does not write when the same "
+                f"rendering {bait.name}: the template adds {quote(new[0])}, which it does not write when the same "
                 "messages hold other words: text written on what the content says, however the test is spelled",
                 construct=f"bait-text:{_undated(new[0])[:80]}",
                 detail={"probe": None, "case": bait.name, "text": new[0][:2000]},
