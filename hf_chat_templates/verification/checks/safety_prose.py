@@ -9,6 +9,7 @@ finding says when the budget cut the scan short."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -96,6 +97,16 @@ def _place(template: str, text: str) -> tuple[int, int]:
         return 1, 1
 
 
+def _placed(finding: SafetyFinding, template: str) -> SafetyFinding:
+    """A rendered rule's finding at the line that writes its text, where the template writes it literally or as an
+    expression that folds to it; at line 1 otherwise (a rendering does not say which line wrote it)."""
+    text = finding.detail.get("text")
+    if not isinstance(text, str) or (finding.line, finding.column) != (1, 1):
+        return finding
+    line, column = _place(template, text)
+    return dataclasses.replace(finding, line=line, column=column)
+
+
 def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> SafetyFinding:
     template = ctx.template if template_name == "default" else ctx.tool_template or ""
     line, column = _place(template, words)
@@ -168,7 +179,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
             seen[words] = _finding(ctx, case, words, name)
     if rendered == len(cases) and budget.stopped is None:
         for f in _rendered_rules(ctx, renderer, cases, markers):
-            ruled.setdefault(f.construct, f)
+            ruled.setdefault(f.construct, _placed(f, ctx.template))
     cut = budget.stopped or (None if rendered == len(cases) else "the scan's time budget was spent")
     if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
         cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
