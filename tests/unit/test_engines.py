@@ -201,7 +201,8 @@ def test_blame_reads_each_engines_error_words() -> None:
     assert null is not None and null.line == 2 and "applied to a null value" in null.construct
     assert "(x or []) | length" in null.rewrite and "tool_calls: null" in null.rewrite
     js = blame_error("transformers.js", template, 'Error: Cannot apply filter "length" to type: UndefinedValue')
-    assert js is not None and js.construct == null.construct
+    assert js is not None and js.construct == "the filter `| length` applied to a null or missing value"
+    assert "a key the data leaves out, such as a tool's `parameters`" in js.rewrite and js.line == 2
     assert blame_difference("tgi", "{{ x }}", "a b", "a\u00a0b", 1) is None
 
 

@@ -96,11 +96,19 @@ def blame_error(engine: str, template: str, error: str) -> Blame | None:
         return Blame(f"`map('{name}')`", _line(template, _MAP_FILTER), rewrite)
     if m := _ON_NULL.search(error):
         name = next(g for g in m.groups() if g)
-        return Blame(
-            f"the filter `| {name}` applied to a null value",
+        if "Undefined" not in m.group():
+            return Blame(
+                f"the filter `| {name}` applied to a null value",
+                _line(template, rf"\|\s*{name}\b"),
+                f"`(x or []) | {name}`, or test `x is not none` first ({engine} passes null fields such as "
+                "tool_calls: null and content: null as given, where transformers drops them)",
+            )
+        return Blame(  # the engine does not say which: a null it passes as given, or a key the data leaves out
+            f"the filter `| {name}` applied to a null or missing value",
             _line(template, rf"\|\s*{name}\b"),
-            f"`(x or []) | {name}`, or test `x is not none` first ({engine} passes null fields such as "
-            "tool_calls: null and content: null as given, where transformers drops them)",
+            f"`(x or []) | {name}`, or test `x is defined and x is not none` first ({engine} passes null fields such "
+            "as tool_calls: null as given, and raises on a filter of a key the data leaves out, such as a tool's "
+            "`parameters`, where transformers renders it as empty)",
         )
     for pattern, kind in _ENGINE_ERRORS:
         if (m := pattern.search(error)) is None:
