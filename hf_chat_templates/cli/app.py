@@ -23,6 +23,15 @@ def cli() -> None:
     """Install, verify and publish chat templates on Hugging Face tokenizers."""
 
 
+class PathParam(click.Path):
+    """A path option or argument that refuses an empty value (click would read it as the current folder)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty: give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
@@ -82,7 +91,7 @@ def template_options(family_help: str, template_help: str) -> Callable[[F], F]:
 
     def decorate(func: F) -> F:
         func = click.option(
-            "--template", "template_file", type=click.Path(path_type=Path), default=None, help=template_help
+            "--template", "template_file", type=PathParam(path_type=Path), default=None, help=template_help
         )(func)
         func = click.option("--variant", default=None, help="The family's variant (default: its default variant).")(
             func
@@ -135,14 +144,25 @@ def pass_template_choice(func: F) -> F:
     return cast(F, command)
 
 
+def _once(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """A repeatable token option's values, each once; a value given more than once is said, not dropped silently."""
+    kept = tuple(dict.fromkeys(value))
+    for token in kept:
+        if (count := value.count(token)) > 1:
+            warn(f"{param.opts[0]} {token!r} is given {count} times; it is declared once")
+    return kept
+
+
 def token_options(stop_help: str, control_help: str) -> Callable[[F], F]:
     """--stop-token and --control-token (repeatable): the tokens a user declares for a template."""
 
     def decorate(func: F) -> F:
-        func = click.option("--control-token", "control_tokens", multiple=True, metavar="TOKEN", help=control_help)(
-            func
-        )
-        return click.option("--stop-token", "stop_tokens", multiple=True, metavar="TOKEN", help=stop_help)(func)
+        func = click.option(
+            "--control-token", "control_tokens", multiple=True, metavar="TOKEN", help=control_help, callback=_once
+        )(func)
+        return click.option(
+            "--stop-token", "stop_tokens", multiple=True, metavar="TOKEN", help=stop_help, callback=_once
+        )(func)
 
     return decorate
 
@@ -213,7 +233,7 @@ def families_option(func: F) -> F:
     """--families DIR: family folders of your own (each with a family.toml), beside the bundled ones."""
     return click.option(
         "--families",
-        type=click.Path(path_type=Path),
+        type=PathParam(path_type=Path),
         multiple=True,
         expose_value=False,
         is_eager=True,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .app import cli, emit_json, families_option, force_option, hub_options, json_option, token_options
+from .app import PathParam, cli, emit_json, families_option, force_option, hub_options, json_option, token_options
 from .helptext import environment_epilog
 
 
@@ -95,7 +95,7 @@ def show_command(family: str, variant: str | None, show_template: bool, as_json:
 @click.argument("name")
 @click.option(
     "--output",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help="Copy the tokenizer folder here (default: print the cached folder's path).",
 )
@@ -128,14 +128,14 @@ def family_group() -> None:
 @click.option(
     "--template",
     "template_file",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     required=True,
     help="The template file the family holds (copied byte for byte).",
 )
 @click.option("--tokenizer", required=True, help="The tokenizer its tokens are inferred on: a folder or Hub repo id.")
 @click.option(
     "--output",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     required=True,
     help="The folder of families to write NAME into (then: --families OUTPUT).",
 )

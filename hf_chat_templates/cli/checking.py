@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import (
+    PathParam,
     check_outputs,
     cli,
     declaration_options,
@@ -78,7 +79,7 @@ NOT_WITH_ALL = {
 )
 @click.option(
     "--ollama-modelfile",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=PathParam(path_type=Path, exists=True, dir_okay=False),
     default=None,
     help="An Ollama Modelfile whose TEMPLATE (a Go template) engine-parity renders as Ollama does, as the ollama "
     "profile (needs go). For a GGUF file it replaces the template Ollama would pick.",
@@ -116,21 +117,21 @@ NOT_WITH_ALL = {
 @click.option(
     "--html",
     "html_out",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help="Also write a self-contained HTML report: the matrix, and the tokens around every failure.",
 )
 @click.option(
     "--sarif",
     "sarif_out",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help="Also write the findings as SARIF 2.1.0 (for code-scanning interfaces); template-safety findings carry "
     "their line and column.",
 )
 @click.option(
     "--baseline",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help='Accepted template-safety findings: JSON {"accepted": [{"rule", "fingerprint" or "line", "reason"}]}.',
 )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .app import (
+    PathParam,
     cli,
     emit_json,
     families_option,
@@ -42,7 +43,7 @@ def export_group() -> None:
 )
 @click.option(
     "--output",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help="The Modelfile to write (default: standard output).",
 )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..gguf.reading import is_gguf
-from .app import check_outputs, emit_json, refuse_verbose_json, template_choice, warn, write_html
+from .app import PathParam, check_outputs, emit_json, refuse_verbose_json, template_choice, warn, write_html
 
 if TYPE_CHECKING:
     from ..families.source import TemplateChoice
@@ -52,7 +52,7 @@ def against_option(func: F) -> F:
 
     return click.option(
         "--against",
-        type=click.Path(path_type=Path),
+        type=PathParam(path_type=Path),
         default=None,
         expose_value=False,
         callback=_remember_against,

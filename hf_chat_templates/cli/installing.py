@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .app import (
+    PathParam,
     cli,
     emit_json,
     families_option,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 @cli.command("install", epilog=environment_epilog("install"))
 @click.argument("family", required=False)
 @click.option("--tokenizer", "tokenizer", help="Source tokenizer: a local folder or a Hub repo id.")
-@click.option("--output", type=click.Path(path_type=Path), required=True, help="Folder to write.")
+@click.option("--output", type=PathParam(path_type=Path), required=True, help="Folder to write.")
 @click.option("--variant", default=None, help="Template variant (default: the family's default).")
 @click.option(
     "--format",
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
 @click.option(
     "--gguf",
     "gguf_in",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help="Install into this GGUF file instead of a folder: --output is the new .gguf file, the input is not "
     "changed (its vocabulary cannot grow: new control tokens need --reuse-reserved). Without FAMILY or "

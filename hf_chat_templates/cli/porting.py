@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .app import cli, emit_json, json_option, kwarg_option
+from .app import PathParam, cli, emit_json, json_option, kwarg_option
 from .helptext import environment_epilog
 
 
@@ -16,7 +16,7 @@ from .helptext import environment_epilog
 @click.argument("source")
 @click.option(
     "--output",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     default=None,
     help="Write the ported template here (a .jinja file; '-' for standard output). Without it, only the report.",
 )

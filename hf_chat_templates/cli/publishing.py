@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from .app import cli, emit_json, json_option
+from .app import PathParam, cli, emit_json, json_option
 from .helptext import environment_epilog
 
 
 @cli.command("push", epilog=environment_epilog("push"))
-@click.argument("folder", type=click.Path(path_type=Path))
+@click.argument("folder", type=PathParam(path_type=Path))
 @click.option("--repo-id", required=True, help="The Hub repo, e.g. org/model.")
 @click.option("--revision", default=None, help="Branch to open the pull request against (default: main).")
 @click.option("--to-main", is_flag=True, help="Commit to the branch directly instead of opening a pull request.")

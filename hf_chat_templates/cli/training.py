@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .app import (
+    PathParam,
     cli,
     declaration_options,
     emit_json,
@@ -41,7 +42,7 @@ MAX_TOKENS = 2**31 - 1  # a token count Arrow's int32 offsets and numpy's defaul
 @input_options
 @click.option(
     "--output",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     required=True,
     help="Folder to write the dataset to (datasets.load_from_disk reads it).",
 )

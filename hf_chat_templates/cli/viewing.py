@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .app import check_outputs, cli, families_option, pass_template_choice, template_options, written
+from .app import PathParam, check_outputs, cli, families_option, pass_template_choice, template_options, written
 from .helptext import environment_epilog
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @click.option(
     "--messages",
     "messages_file",
-    type=click.Path(path_type=Path),
+    type=PathParam(path_type=Path),
     required=True,
     help='JSON file: a list of messages, or {"messages": [...], "tools": [...]}.',
 )
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     metavar="VARIANT|reference",
     help="Align with another variant of the family, or with the official renderer.",
 )
-@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, help="Write an HTML page.")
+@click.option("--html", "html_out", type=PathParam(path_type=Path), default=None, help="Write an HTML page.")
 @click.option("--ids", is_flag=True, help="Show each token's id in the terminal.")
 @click.option("--width", type=click.IntRange(min=1), default=None, help="Terminal width (default: the terminal's).")
 @families_option

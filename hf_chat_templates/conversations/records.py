@@ -339,7 +339,11 @@ def open_conversations(
         "tools_column": tools_column,
         "split": split,
     }
+    from ..template.syntax import unreachable_link
+
     path = Path(conversations)
+    if broken := unreachable_link(path):
+        raise UsageError(broken, hint="point the link at the data, or give the file itself", path=path)
     if path.is_dir():
         return ConversationSource(str(path), "dataset", **settings)  # type: ignore[arg-type]
     if path.is_file():

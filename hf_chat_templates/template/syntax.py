@@ -9,7 +9,9 @@ verifies the same whether it comes as `--template FILE` or inside a folder.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -115,9 +117,26 @@ class TemplateFile:
 MAX_TEMPLATE_BYTES = 16 << 20
 
 
+def unreachable_link(path: Path) -> str | None:
+    """What is wrong with `path` when it is a symbolic link that reaches no file (a loop, or a missing target)."""
+    if not path.is_symlink():
+        return None
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 raises it for a loop
+        return f"{path}: a symbolic link that loops (it never reaches a file)"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return f"{path}: a symbolic link that loops (it never reaches a file)"
+        return f"{path}: a symbolic link whose target does not exist ({os.readlink(path)})"
+    return None
+
+
 def read_input(path: Path, limit: int, what: str, error: type[Exception] = TemplateError) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them, or `error` naming the path: a folder, a
     device (/dev/zero), a FIFO or a file over the limit is refused before it is read whole."""
+    if broken := unreachable_link(path):
+        raise error(broken, hint=f"point the link at a {what}, or give the file itself", path=path)  # type: ignore[call-arg]
     if path.is_dir():
         raise error(f"{path}: is a folder, not a {what}", hint=f"give a {what}", path=path)  # type: ignore[call-arg]
     if path.exists() and not path.is_file():

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import HubError, TokenizerFolderError
+from ..template.syntax import unreachable_link
 from .folder import TOKENIZER_FILE_PATTERNS
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -16,6 +17,13 @@ def resolve_source(source: str | Path, *, revision: str | None = None, token: st
     """A local folder as given, or a Hub repo id downloaded (tokenizer files only) with huggingface_hub."""
     source = str(source)
     path = Path(source).expanduser()
+    if broken := unreachable_link(path):
+        raise TokenizerFolderError(
+            broken,
+            hint="point the link at a tokenizer folder, or pass the folder itself",
+            path=path,
+            parameter="tokenizer",
+        )
     if path.exists() or not REPO_ID.match(source):
         if not path.exists():
             raise TokenizerFolderError(

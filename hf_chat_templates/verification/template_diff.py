@@ -28,7 +28,7 @@ from ..gguf.reading import is_gguf
 from ..template.limits import RenderLimits, budget_for, check_output, limited
 from ..template.rendering import describe_exception, normalize_for_template
 from ..template.safety import SafetyFinding, scan_template
-from ..template.syntax import read_input, read_template, transformers_text
+from ..template.syntax import read_input, read_template, transformers_text, unreachable_link
 from ..tokenizer.folder import SLOW_VOCAB_FILES, TOKENIZER_JSON, read_folder
 from .context import CLOCKS
 from .results import around
@@ -253,6 +253,8 @@ def _gguf_side(path: Path) -> TemplateSide:
 def read_side(path: str | Path) -> TemplateSide:
     """One side of a diff from a path, or UsageError naming the path and what it lacks."""
     path = Path(path)
+    if broken := unreachable_link(path):
+        raise UsageError(broken, hint="point the link at a template file, a tokenizer folder or a GGUF file", path=path)
     if path.is_dir():
         return _folder_side(path)
     if not path.exists():

@@ -159,4 +159,25 @@ def test_a_symlink_loop_as_messages_is_named(tmp_path: Path, capsys: pytest.Capt
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
     code, _, err = run(capsys, "view", str(chatml_folder(tmp_path / "tok")), "--messages", str(tmp_path / "a"))
-    assert code == 2 and "Too many levels of symbolic links" in err and "unexpected" not in err
+    assert code == 2 and "a symbolic link that loops" in err and "unexpected" not in err
+
+
+def test_a_link_that_reaches_no_file_is_named_as_one_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A symbolic link that loops or points nowhere is named as such: never "not found", never read as a Hub id."""
+    tok = chatml_folder(tmp_path / "tok")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    for link, said in (("a", "a symbolic link that loops"), ("gone", "whose target does not exist")):
+        path = str(tmp_path / link)
+        for argv in (
+            ("diff", path, str(tok)),
+            ("verify", str(tok), "--conversations", path),
+            ("verify", str(tok), "--template", path),
+            ("verify", path),
+        ):
+            code, _, err = run(capsys, *argv)
+            assert code == 2 and said in err and "point the link at" in err, (argv, err)
+            assert "Hub" not in err.splitlines()[0] and "unexpected" not in err

@@ -182,6 +182,28 @@ def test_an_empty_token_is_refused(
         assert code == 2 and "an empty or blank token" in err
 
 
+def test_a_token_declared_twice_is_said(
+    good: Path, template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        capsys,
+        *("install", "--tokenizer", str(good), "--template", str(template), "--output", str(tmp_path / "o")),
+        *("--control-token", "<|im_end|>", "--control-token", "<|im_end|>"),
+    )
+    assert code == 0 and "--control-token '<|im_end|>' is given 2 times; it is declared once" in err
+
+
+def test_an_empty_path_is_refused_by_its_option(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty path is not the current folder: the option is named, nothing is read or written."""
+    for argv in (
+        ("install", "--tokenizer", str(good), "--output", ""),
+        ("verify", str(good), "--sarif", " "),
+        ("verify", str(good), "--template", ""),
+    ):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "is empty: give a path" in err and f"'{argv[-2]}'" in err, err
+
+
 # ---- input errors named ----------------------------------------------------------------------------------------
 
 
