@@ -210,7 +210,7 @@ def _folder_side(path: Path) -> TemplateSide:
         jinja, config = path / "chat_template.jinja", path / "tokenizer_config.json"
         if jinja.is_file():
             variables = _variables(_read_config(config) if config.is_file() else {})
-            return TemplateSide(path, "chat_template.jinja", read_template(jinja).text, variables)
+            return _file_side(path, jinja, "chat_template.jinja", variables)
         return _config_side(config, path)
     folder = read_folder(path)
     template = folder.named_template("default")
@@ -265,7 +265,16 @@ def read_side(path: str | Path) -> TemplateSide:
         return _gguf_side(path)
     if path.suffix == ".json":
         return _config_side(path, path)
-    return TemplateSide(path, "template file", read_template(path).text)
+    return _file_side(path, path, "template file", {})
+
+
+def _file_side(path: Path, file: Path, origin: str, variables: dict[str, str]) -> TemplateSide:
+    """A template file's side, its origin saying so when the file's byte order mark was removed (as install
+    removes it)."""
+    read = read_template(file)
+    if read.had_bom:
+        origin += ", its byte order mark removed as install removes it"
+    return TemplateSide(path, origin, read.text, variables)
 
 
 # ---- rendering and comparing ---------------------------------------------------------------------------------

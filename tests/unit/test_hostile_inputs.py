@@ -83,6 +83,11 @@ def test_a_byte_order_mark_is_removed_and_said(good: Path, tmp_path: Path, capsy
     )
     assert code == 0 and "byte order mark" in err and "was removed" in err
     assert (tmp_path / "o" / "chat_template.jinja").read_text(encoding="utf-8") == GOOD
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "chat_template.jinja").write_bytes(bom.read_bytes())
+    for side in (bom, tmp_path / "folder"):  # diff reads it as install does, and says so
+        code, out, _ = run(capsys, "diff", str(side), str(tmp_path / "o"))
+        assert code in (0, 1) and "its byte order mark removed as install removes it" in out.splitlines()[0]
 
 
 # ---- the writer ------------------------------------------------------------------------------------------------
