@@ -10,7 +10,7 @@ import pytest
 
 from hf_chat_templates.installation.modelfile import Modelfile, ModelfileError, read_modelfile
 from hf_chat_templates.template.engines import ENGINES, engine_names
-from hf_chat_templates.template.engines.gotemplate import PREAMBLE, Untranslatable, refusal, translate
+from hf_chat_templates.template.engines.gotemplate import PREAMBLE, Untranslatable, refusal, refusals, translate
 from hf_chat_templates.template.engines.registry import ollama_profile
 
 from ..helpers import CORPUS
@@ -93,6 +93,7 @@ REFUSED = [
     ),
     ("{% set x = 'a' if messages else 'b' %}", "an inline `if … else`", 1),
     ("{% for k, v in messages %}{% endfor %}", "unpacking in a loop", 1),
+    ("\n{% if reasoning_effort < 3 %}x{% endif %}", "a comparison `lt` of Undefined and 3", 2),
 ]
 
 
@@ -155,6 +156,17 @@ def test_corpus_templates_translate_or_are_refused_by_name() -> None:
     assert found["llama-3.3"] == "filter `trim`" and found["gemma-4"] == "a macro"
 
 
+def test_every_bundled_variant_translates_or_is_refused_by_name() -> None:
+    """Never an internal error: gpt-oss's variants once compared an undefined keyword with a number."""
+    from hf_chat_templates.families.registry import list_families
+
+    for family in list_families():
+        for variant in family.variants.values():
+            for variables in ({"bos_token": "<s>"}, {"bos_token": "<s>", **variant.kwarg_defaults}):
+                for err in refusals(variant.template, variables):
+                    assert refusal(err).startswith(f"line {err.line}: ")
+
+
 def test_modelfile_round_trip_and_refusals() -> None:
     mf = Modelfile("./model.gguf", 'A "quoted" {{ .Content }}\n  end ', ("<|im_end|>", " spaced "))
     text = mf.text()
@@ -184,8 +196,6 @@ def test_ollama_is_compared_by_default_only_with_a_go_template() -> None:
 
 
 def test_every_blocking_construct_is_listed() -> None:
-    from hf_chat_templates.template.engines.gotemplate import refusals
-
     found = [(e.line, e.construct) for e in refusals((CORPUS / "llama-3.3" / "chat_template.jinja").read_text())]
     assert found[0] == (17, "filter `trim`") and (67, "`in` over a value") in found and len(found) == 6
     assert refusals(CONSTRUCTS["tool calls"]) == []

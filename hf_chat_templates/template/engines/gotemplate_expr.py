@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import jinja2
 from jinja2 import nodes
 
 # Ollama's fields for the keys chat templates read, by the kind of value read.
@@ -224,7 +225,15 @@ class Expressions:
 
             ops = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "gt": operator.gt}
             ops |= {"lteq": operator.le, "gteq": operator.ge}
-            return Const(ops[op.op](left.value, other.value))
+            try:
+                return Const(ops[op.op](left.value, other.value))
+            except (TypeError, jinja2.exceptions.UndefinedError):  # an undefined value, or values of two types
+                raise Untranslatable(
+                    f"a comparison `{op.op}` of {left.value!r} and {other.value!r}",
+                    node.lineno,
+                    "the values compared cannot be ordered as the translation reads them (an undefined variable?): "
+                    "pass it with --kwarg, or guard the comparison with `is defined`",
+                ) from None
         return Go(f"{go_op} {arg(left, node.lineno)} {arg(other, node.lineno)}", "bool")
 
     def _membership(self, left: Value, right: nodes.Expr, negate: bool, line: int) -> Value:
