@@ -93,7 +93,8 @@ REFUSED = [
     ),
     ("{% set x = 'a' if messages else 'b' %}", "an inline `if … else`", 1),
     ("{% for k, v in messages %}{% endfor %}", "unpacking in a loop", 1),
-    ("\n{% if reasoning_effort < 3 %}x{% endif %}", "a comparison `lt` of Undefined and 3", 2),
+    ("\n{% if reasoning_effort < 3 %}x{% endif %}", "a comparison (`lt`)", 2),
+    ("{% if foo | length > 2 %}x{% endif %}", "filter `length` on a constant", 1),
 ]
 
 

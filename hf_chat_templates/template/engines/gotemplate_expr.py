@@ -112,7 +112,15 @@ class Expressions:
         method = getattr(self, "_" + type(node).__name__.lower(), None)
         if method is None:
             raise Untranslatable(_describe(node), node.lineno, "Go templates have no such expression")
-        result: Value = method(node)
+        try:
+            result: Value = method(node)
+        except (TypeError, ValueError, jinja2.exceptions.UndefinedError) as err:  # a constant it cannot compute
+            raise Untranslatable(
+                _computed(node),
+                node.lineno,
+                f"its value cannot be computed as the translation reads it ({err}): an undefined variable? pass it "
+                "with --kwarg, or guard it with `is defined`",
+            ) from None
         return result
 
     def _const(self, node: nodes.Const) -> Value:
@@ -225,15 +233,7 @@ class Expressions:
 
             ops = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "gt": operator.gt}
             ops |= {"lteq": operator.le, "gteq": operator.ge}
-            try:
-                return Const(ops[op.op](left.value, other.value))
-            except (TypeError, jinja2.exceptions.UndefinedError):  # an undefined value, or values of two types
-                raise Untranslatable(
-                    f"a comparison `{op.op}` of {left.value!r} and {other.value!r}",
-                    node.lineno,
-                    "the values compared cannot be ordered as the translation reads them (an undefined variable?): "
-                    "pass it with --kwarg, or guard the comparison with `is defined`",
-                ) from None
+            return Const(ops[op.op](left.value, other.value))
         return Go(f"{go_op} {arg(left, node.lineno)} {arg(other, node.lineno)}", "bool")
 
     def _membership(self, left: Value, right: nodes.Expr, negate: bool, line: int) -> Value:
@@ -385,6 +385,15 @@ def _const_test(name: str, value: Any, line: int) -> bool:
 
 
 ARITHMETIC = {"Sub": "-", "Mul": "*", "Div": "/", "FloorDiv": "//", "Mod": "%", "Pow": "**", "Neg": "unary -"}
+
+
+def _computed(node: nodes.Node) -> str:
+    """The construct whose constant value could not be computed, as a reader finds it in the template."""
+    if isinstance(node, nodes.Compare) and node.ops:
+        return f"a comparison (`{node.ops[0].op}`)"
+    if isinstance(node, (nodes.Filter, nodes.Test)) and node.name:
+        return f"{'filter' if isinstance(node, nodes.Filter) else 'test'} `{node.name}` on a constant"
+    return _describe(node)
 
 
 def _describe(node: nodes.Node) -> str:
