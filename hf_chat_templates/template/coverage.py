@@ -103,8 +103,10 @@ def _named(ast: nodes.Template, folding: Folding, undeclared: set[str]) -> tuple
         sides = [node.expr, *(op.expr for op in node.ops)]
         values = [v for v in (folding.value(s) for s in sides) if isinstance(v, str) and v.strip()]
         for side in sides:
-            if isinstance(side, nodes.Name) and side.name in undeclared:
-                keywords += [(side.name, v) for v in values]
+            # the keyword itself, or read through filters (`x | string | list | sort | join == '-aadeg'`)
+            read = [n.name for n in (side, *side.find_all(nodes.Name)) if isinstance(n, nodes.Name)]
+            if len(set(read)) == 1 and read[0] in undeclared:
+                keywords += [(read[0], v) for v in values]
             key = side.attr if isinstance(side, nodes.Getattr) else getattr(side, "arg", None)
             key = key.value if isinstance(key, nodes.Const) else key
             if key == "name":
@@ -125,30 +127,38 @@ _FORMAT_WORDS = frozenset(
 
 def _tested_words(ast: nodes.Template, folding: Folding, known: list[str]) -> list[str]:
     """Identifier-like strings the template tests (`== 'x'`, `'x' in names`, `select('equalto', 'x')`) that are no
-    word of the format: a tool may be named so, and a template may treat a tool list holding it otherwise. None a
-    part of another, so each name is told apart in a rendering."""
+    word of the format: a tool or a parameter may be named so, and a template may treat it otherwise."""
     found: list[str] = []
     node: Any
     for node in ast.find_all((nodes.Compare, nodes.Filter, nodes.Test)):
         operands = [node.expr, *(op.expr for op in node.ops)] if isinstance(node, nodes.Compare) else list(node.args)
         for operand in operands:
             value = folding.value(operand)
-            if isinstance(value, str) and re.fullmatch(r"[a-z][a-z0-9_]{2,40}", value) and value not in _FORMAT_WORDS:
-                found.append(value)
+            for v in value if isinstance(value, (list, tuple)) else [value]:  # `k in ['iban', 'account']` too
+                if isinstance(v, str) and re.fullmatch(r"[a-z][a-z0-9_]{2,40}", v) and v not in _FORMAT_WORDS:
+                    found.append(v)
     env = parse_environment()
     words = [w for w in dict.fromkeys(found) if w not in (*known, *env.filters, *env.tests, "lookup_record")]
-    words = words[:MAX_TOOL_WORDS]
+    return words[: 2 * MAX_TOOL_WORDS]
+
+
+def _apart(words: list[str]) -> list[str]:
+    """The words none a part of another, so that each tool named so is told apart in a rendering."""
     return [w for w in words if not any(w != v and (w in v or v in w) for v in [*words, "lookup_record"])]
 
 
-def _tools(name: str = "lookup_record", description: str = "Looks up a record by its number") -> list[dict[str, Any]]:
+def _tools(
+    name: str = "lookup_record", description: str = "Looks up a record by its number", fields: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    properties: dict[str, Any] = {"number": {"type": "string"}}
+    properties |= {f: {"type": "string", "description": f"Field qf{i}."} for i, f in enumerate(fields)}
     return [
         {
             "type": "function",
             "function": {
                 "name": name,
                 "description": description,
-                "parameters": {"type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]},
+                "parameters": {"type": "object", "properties": properties, "required": ["number"]},
             },
         }
     ]
@@ -185,10 +195,15 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     for tool in ["lookup_record", *tool_names]:
         name = "tools" if tool == "lookup_record" else f"a tool named {tool!r}"
         cases.append(Case(name, _tool_conversation(tool), tools=_tools(tool), kwargs=base))
-    if named := _tested_words(ast, folding, tool_names):
+    tested = _tested_words(ast, folding, tool_names)
+    if named := _apart(tested)[:MAX_TOOL_WORDS]:
         listed = [_tools(word, f"Tool {i} does job qd{i}.")[0] for i, word in enumerate(["lookup_record", *named])]
         words = ", ".join(repr(w) for w in named)
         cases.append(Case(f"tools named {words}", _tool_conversation("lookup_record"), tools=listed, kwargs=base))
+    if tested:  # `k in ['iban', 'account']` tests a parameter's name
+        fields = ", ".join(repr(w) for w in tested)
+        taking = _tools(fields=tuple(tested))
+        cases.append(Case(f"a tool taking {fields}", _tool_conversation("lookup_record"), tools=taking, kwargs=base))
     long = [{"role": "system", "content": "Long system ql0."}]
     long += [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)

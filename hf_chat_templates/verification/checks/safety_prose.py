@@ -28,10 +28,12 @@ from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
 from .safety_render import (
+    SPENT,
     clock_gated,
     content_gated,
     control_tokens_of,
     forged_tokens,
+    keyword_drops,
     over_budget,
     quote,
     tools_swapped,
@@ -146,8 +148,14 @@ def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> 
 def prose_scan(ctx: VerifyContext) -> ProseScan:
     """Render the coverage conversations of the template under COVERAGE_LIMITS; one finding per distinct text."""
     budget = RenderBudget(COVERAGE_LIMITS)
-    renderer = Renderer(
-        ctx.tokenizer, ctx.template, ctx.kwargs, COVERAGE_LIMITS, tool_template=ctx.tool_template, budget=budget
+    renderer = Renderer(  # at verify's one clock, as every other render of the run
+        ctx.tokenizer,
+        ctx.template,
+        ctx.kwargs,
+        COVERAGE_LIMITS,
+        tool_template=ctx.tool_template,
+        budget=budget,
+        clock=ctx.renderer.clock,
     )
     try:
         cases = coverage_cases(ctx.template, ctx.kwargs)
@@ -160,6 +168,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
     seen: dict[str, SafetyFinding] = {}  # prose, by its text
     ruled: dict[str, SafetyFinding] = {}  # what the rendered rules find, by construct
     rendered = 0
+    first = Rendered(None, "not rendered")  # the plain conversation's rendering, which keyword cases are read against
     for case in cases:
         if budget.stopped is not None or budget.seconds_left <= 0:
             break
@@ -170,31 +179,36 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
             ruled[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", budget.stopped))
         if not result.ok:
             continue
-        for f in tools_swapped(case, result):
+        if case is cases[0]:
+            first = result
+        for f in [*tools_swapped(case, result), *keyword_drops(cases[0], first, case, result)]:
             ruled.setdefault(f.construct, f)
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
         for words in _added(result.text or "", case, markers):
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
                 continue  # a placeholder written as text is `structure`'s warning, with this text
             seen[words] = _finding(ctx, case, words, name)
-    if rendered == len(cases) and budget.stopped is None:
-        for f in _rendered_rules(ctx, renderer, cases, markers):
-            ruled.setdefault(f.construct, _placed(f, ctx.template))
-    cut = budget.stopped or (None if rendered == len(cases) else "the scan's time budget was spent")
+    cut = budget.stopped or (None if rendered == len(cases) else SPENT)
     if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
         cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
+    else:
+        for f in _rendered_rules(ctx, renderer, budget, cases, markers):
+            ruled.setdefault(f.construct, _placed(f, ctx.template))
     return ProseScan([*seen.values(), *ruled.values()], rendered, len(cases), cut)
 
 
 def _rendered_rules(
-    ctx: VerifyContext, renderer: Renderer, cases: list[Case], markers: set[str]
+    ctx: VerifyContext, renderer: Renderer, budget: RenderBudget, cases: list[Case], markers: set[str]
 ) -> list[SafetyFinding]:
     """The rules only a rendering shows (`safety_render`): text gated on the date, look-alikes made into control
     tokens; on the plain conversation and the one with tools."""
 
     def render(case: Case) -> Rendered:
+        if budget.seconds_left <= 0:
+            return Rendered(None, SPENT)
         extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
-        return renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+        result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+        return Rendered(None, SPENT) if not result.ok and budget.seconds_left <= 0 else result
 
     def added(text: str, case: Case) -> list[str]:
         return _added(text, case, markers)
@@ -203,7 +217,9 @@ def _rendered_rules(
     base = ctx.renderer.clock or dt.datetime.now()
     templates = [t for t in (ctx.template, ctx.tool_template) if t]
     tokens = [t for text in templates for t in control_tokens_of(text, _specials(ctx))]
-    for case in cases[:1] + [c for c in cases if c.name == "tools"]:
+    for case in cases[:1] + [
+        c for c in cases if c.name == "tools" or c.name.startswith(("tools named ", "a tool taking "))
+    ]:
         found += clock_gated(" ".join(templates), base, case, render, added)
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
         found += content_gated(case, render, added)

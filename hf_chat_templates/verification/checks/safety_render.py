@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import html
 import re
 import unicodedata
@@ -65,22 +66,89 @@ def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, a
         with frozen_clock(moment):
             later = render(case)
         if not later.ok:
-            continue
+            failed = _fails_on(case, f"with the clock at {moment:%Y-%m-%d %H:%M}", f"at {base:%Y-%m-%d %H:%M}", later)
+            return [failed] if failed else []
         new = [w for w in added(later.text or "", case) if _undated(w) not in known]
         if new:
+            text = inserted(now.text or "", later.text or "") or new[0]
             return [
                 SafetyFinding(
                     "HCT-S008",
                     1,
                     1,
                     f"rendering {case.name} with the clock at {moment:%Y-%m-%d %H:%M}: the template adds "
-                    f"{quote(new[0])}, which it does not write at {base:%Y-%m-%d %H:%M}: text written only on some "
+                    f"{quote(text)}, which it does not write at {base:%Y-%m-%d %H:%M}: text written only on some "
                     "dates (a time bomb), however its gate is computed",
                     construct=f"clock:{_undated(new[0])[:80]}",
-                    detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "text": new[0][:2000]},
+                    detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "text": text[:2000]},
                 )
             ]
     return []
+
+
+def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
+    """HCT-S015 when `case`, the plain conversation with a keyword set, leaves out a message's content the plain
+    rendering writes: a keyword (one any API caller can pass through `chat_template_kwargs`) that silences the
+    operator's system prompt or a user's words."""
+    if case.messages is not plain.messages or not (written.ok and rendered.ok) or case.kwargs == plain.kwargs:
+        return []
+    for i, message in enumerate(plain.messages):
+        content = message.get("content")
+        if isinstance(content, str) and content in (written.text or "") and content not in (rendered.text or ""):
+            set_ = ", ".join(f"{k}={v!r}" for k, v in case.kwargs.items() if plain.kwargs.get(k, object()) != v)
+            return [
+                SafetyFinding(
+                    "HCT-S015",
+                    1,
+                    1,
+                    f"rendering {case.name}: message {i}'s content ({message.get('role')}) is not written, where the "
+                    f"same conversation without {set_} writes it: a keyword the caller passes silences what a "
+                    "speaker wrote (the operator's system prompt, a user's words)",
+                    construct=f"keyword-drops:{case.name}:{i}",
+                    detail={"probe": None, "case": case.name, "message_index": i, "kwargs": set_},
+                )
+            ]
+    return []
+
+
+def inserted(before: str, after: str) -> str | None:
+    """The longest run of words `after` holds in place of `before`'s (a dated diff of two renderings), once dates
+    are set aside: what a reader should see of text added on a trigger, rather than the data it broke up."""
+    old, new = re.findall(r"\s+|[^\s]+", before), re.findall(r"\s+|[^\s]+", after)
+    runs: list[str] = []
+    run = ""
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        piece = "".join(new[j1:j2])
+        if tag in ("insert", "replace") or (tag == "equal" and run and not piece.strip()):
+            run += piece  # a space both share does not split the words added around it
+        elif tag == "equal":
+            runs, run = [*runs, run.strip()], ""
+    runs = [r for r in [*runs, run.strip()] if re.search(r"[^\W\d_]{2}", _undated(r))]
+    return max(runs, key=len) if runs else None
+
+
+# What a render that stopped because the scan's own time budget was spent says: nothing about the template.
+SPENT = "the scan's time budget was spent"
+
+
+def _fails_on(case: Case, armed: str, plain: str, failed: Rendered) -> SafetyFinding | None:
+    """A render that works `plain` and fails `armed` (at a later date, with other words): past the limits, a denial
+    of service armed by the trigger (HCT-S009); any other failure (a refusal, an error), a template that stops
+    working on a trigger (HCT-S008). None when the scan's own budget ran out."""
+    error = failed.error or "an error"
+    if error == SPENT:
+        return None
+    limits = any(word in error for word in ("RenderLimitExceeded", "MemoryError", "OverflowError", "RecursionError"))
+    what = "runs past the render limits (an unbounded render armed by a trigger)" if limits else "fails"
+    error = re.sub(r"\s*\(raise it with [^)]*\)", "", error)
+    return SafetyFinding(
+        "HCT-S009" if limits else "HCT-S008",
+        1,
+        1,
+        f"rendering {case.name} {armed}: the template {what}, where it renders {plain}: {error[:200]}",
+        construct=f"fails:{armed.split(' ')[0] or 'content'}",  # one finding per trigger kind: the clock, the words
+        detail={"probe": None, "case": case.name, "armed": armed, "error": error[:2000]},
+    )
 
 
 def _look_alikes(token: str) -> set[str]:
@@ -245,6 +313,9 @@ def content_gated(case: Case, render: Render, added: Added) -> list[SafetyFindin
     depends on what the content says, however the test is spelled."""
     bait, twin = _baited(case, BAIT), _baited(case, PLAIN)
     got, plain = render(bait), render(twin)
+    if plain.ok and not got.ok:
+        failed = _fails_on(bait, "", "when the same messages hold other words", got)
+        return [failed] if failed else []
     if not (got.ok and plain.ok):
         return []
     found: list[SafetyFinding] = []
