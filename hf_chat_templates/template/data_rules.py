@@ -27,6 +27,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .folding import CODEC_METHODS, UNKNOWN, Folding, variable_key
+from .growth_rules import numeric_keys
 from .safety_findings import SafetyFinding, Source, literal_value, short
 from .trigger_rules import _reads, assigned_of, data_of, given_of, reads_data, taint_of
 
@@ -211,7 +212,9 @@ def _text(node: nodes.Node) -> bool:
     )
 
 
-def _size_args(node: nodes.Node, folding: Folding, tainted: dict[str, str]) -> tuple[str, list[nodes.Node]] | None:
+def _size_args(
+    node: nodes.Node, folding: Folding, tainted: dict[str, str], numbers: set[str]
+) -> tuple[str, list[nodes.Node]] | None:
     if isinstance(node, nodes.Filter) and node.name in _PADS and node.args:
         return f"|{node.name}", [node.args[0]]
     fmt = folding.value(node.left) if isinstance(node, nodes.Mod) else None  # `'%*s' % (n, '')`: a width given
@@ -220,6 +223,8 @@ def _size_args(node: nodes.Node, folding: Folding, tainted: dict[str, str]) -> t
     if isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "range" and node.args:
         return "range", list(node.args[:2])
     if isinstance(node, nodes.Mul):
+        if variable_key(node.left) in numbers or variable_key(node.right) in numbers:
+            return None  # a number kept by arithmetic (`h * 31`): a product, not a repeat
         sides = [folding.value(s) for s in (node.left, node.right)]
         if isinstance(sides[0], (str, list)) or isinstance(sides[1], (str, list)):
             return "*", [node.right if isinstance(sides[0], (str, list)) else node.left]
@@ -238,9 +243,9 @@ def _written_text(node: nodes.Node, tainted: dict[str, str]) -> bool:
 
 def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     data, tainted = data_of(folding), taint_of(folding)
-    sets = assigned_of(folding)
+    sets, numbers = assigned_of(folding), numeric_keys(ast)
     for node in ast.find_all((nodes.Filter, nodes.Call, nodes.Mul, nodes.Mod)):
-        found = _size_args(node, folding, tainted)
+        found = _size_args(node, folding, tainted, numbers)
         how, sizes = found if found else ("", [])
         for size in sizes:
             from_data = reads_data(size, data) or _reads(size, tainted) is not None

@@ -24,11 +24,20 @@ _SIZES = frozenset({"length", "count", "wordcount", "first", "last", "random"})
 _PADS = frozenset({"center", "indent", "wordwrap", "truncate", "batch"})
 
 
-def _reads(node: nodes.Node, key: str) -> int:
+def _reads(node: nodes.Node, key: str, replaced: str | None = None) -> int:
     """How many times `node` writes the value of `key` into what it computes: not its size (`s | length`), not a
-    test, a condition or a subscript's key."""
+    test, a condition or a subscript's key; not the part `key.replaced` in the new value of the very field it is
+    (`dict(d, k=d.k ~ x)` keeps d's size, whatever x)."""
+    if replaced is not None and _part(node, key) == replaced:
+        return 0
     if variable_key(node) == key and not (isinstance(node, nodes.Name) and node.ctx != "load"):
         return 1
+    if isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "dict" and _dict_of(node, key):
+        fields = sum(_reads(kw.value, key, kw.key) for kw in node.kwargs)  # `dict(d, k=…)`: d, its field k replaced
+        rest = [*node.args[1:], *(n for n in (node.dyn_args, node.dyn_kwargs) if n is not None)]
+        return 1 + fields + sum(_reads(n, key) for n in rest)
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice) and _few(node.arg):
+        return 0  # `s[-1:]`, `s[:3]`: a few items of it, not a copy
     if isinstance(node, (nodes.Compare, nodes.Test)) or (isinstance(node, nodes.Filter) and node.name in _SIZES):
         return 0
     if isinstance(node, nodes.Call) and getattr(node.node, "name", None) == "len":
@@ -37,14 +46,103 @@ def _reads(node: nodes.Node, key: str) -> int:
     if isinstance(node, nodes.Getitem):
         skipped.add(id(node.arg))
     if isinstance(node, nodes.CondExpr):  # one branch is taken: the larger
-        return max(_reads(b, key) for b in (node.expr1, node.expr2) if b is not None)
-    return sum(_reads(c, key) for c in node.iter_child_nodes() if id(c) not in skipped)
+        return max(_reads(b, key, replaced) for b in (node.expr1, node.expr2) if b is not None)
+    return sum(_reads(c, key, replaced) for c in node.iter_child_nodes() if id(c) not in skipped)
 
 
-def _factor(value: nodes.Node | list[nodes.Node], key: str, folding: Folding) -> float:
+def _dict_of(call: nodes.Call, key: str) -> bool:
+    return bool(call.args) and variable_key(call.args[0]) == key
+
+
+def _few(cut: nodes.Slice, most: int = 16) -> bool:
+    """A slice of at most `most` items, whatever it is taken from: constant bounds `[a:b]`, or `[-k:]`."""
+    start, stop = (_integer(n) for n in (cut.start, cut.stop))
+    if cut.step is not None or isinstance(start, nodes.Node) or isinstance(stop, nodes.Node):
+        return False
+    if isinstance(start, int) and start < 0 and stop is None:
+        return -start <= most
+    begin = 0 if start is None else start
+    return isinstance(begin, int) and isinstance(stop, int) and 0 <= begin <= stop and stop - begin <= most
+
+
+def _integer(node: nodes.Node | None) -> Any:
+    """A slice bound's constant (`-1` parses as a negation of 1), None for none, else the node itself."""
+    if isinstance(node, nodes.Neg) and isinstance(node.node, nodes.Const) and isinstance(node.node.value, int):
+        return -node.node.value
+    return node.value if isinstance(node, nodes.Const) else node
+
+
+def _part(node: nodes.Node, key: str) -> str | None:
+    """`k` for `key.k` or `key['k']`: a field of the variable's value."""
+    if isinstance(node, nodes.Getattr) and variable_key(node.node) == key:
+        return node.attr
+    if isinstance(node, nodes.Getitem) and variable_key(node.node) == key and isinstance(node.arg, nodes.Const):
+        return str(node.arg.value)
+    return None
+
+
+_ARITHMETIC = (nodes.Add, nodes.Sub, nodes.Mul, nodes.Mod, nodes.FloorDiv, nodes.Div, nodes.Neg, nodes.Pos)
+_NUMBER_FILTERS = frozenset({"int", "float", "length", "count", "abs", "round"})
+
+
+def _arithmetic(node: nodes.Node) -> bool:
+    """Arithmetic on numbers only: no string constant outside a comparison, no `**`, no filter that makes text.
+    Started from a number, such a value stays one: `+` of a string to it raises rather than concatenates."""
+    if isinstance(node, nodes.Const):
+        return isinstance(node.value, (int, float))
+    if isinstance(node, (nodes.Compare, nodes.Test)):
+        return True  # a boolean, whatever it compares
+    if isinstance(node, nodes.Filter):
+        return node.name in _NUMBER_FILTERS
+    if isinstance(node, (nodes.Name, nodes.NSRef, nodes.Getattr, nodes.Getitem)):
+        return True
+    if isinstance(node, nodes.Call):  # `s.find(c)`, `s.count(c)`, `len(s)`: a number
+        method = node.node.attr if isinstance(node.node, nodes.Getattr) else getattr(node.node, "name", None)
+        return method in ("find", "rfind", "index", "rindex", "count", "len")
+    if isinstance(node, nodes.CondExpr):
+        return all(_arithmetic(n) for n in (node.expr1, node.expr2) if n is not None)
+    return isinstance(node, _ARITHMETIC) and all(_arithmetic(c) for c in node.iter_child_nodes())
+
+
+def numeric_keys(ast: nodes.Template) -> set[str]:
+    """Variables that hold a number for the whole render: first set to a number (`{% set h = 0 %}`,
+    `namespace(v=0)`) and only ever set again by arithmetic. Multiplying one by a constant grows its digits by a
+    constant, not its size by a factor."""
+    values: dict[str, list[nodes.Node]] = {}
+    assign: Any
+    for assign in ast.find_all((nodes.Assign, nodes.AssignBlock)):
+        key = variable_key(assign.target)
+        if key is None:
+            continue
+        value = getattr(assign, "node", None)
+        if isinstance(value, nodes.Call) and getattr(value.node, "name", None) == "namespace":
+            for kw in value.kwargs:
+                values.setdefault(f"{key}.{kw.key}", []).append(kw.value)
+        values.setdefault(key, []).append(value if value is not None else nodes.Const("block"))
+    return {
+        k
+        for k, vs in values.items()
+        if any(isinstance(v, nodes.Const) and isinstance(v.value, (int, float)) for v in vs)
+        and all(_arithmetic(v) for v in vs)
+    }
+
+
+def _modular(value: nodes.Node, folding: Folding) -> bool:
+    """`(h * 31 + c) % 1000003`: a number kept below a constant (a hash), which no factor grows; a string literal
+    on its left would make it a format instead."""
+    if not (isinstance(value, nodes.Mod) and isinstance(folding.value(value.right), int)):
+        return False
+    return not any(isinstance(c.value, str) for c in value.left.find_all(nodes.Const))
+
+
+def _factor(
+    value: nodes.Node | list[nodes.Node], key: str, folding: Folding, numbers: frozenset[str] = frozenset()
+) -> float:
     """How many times over an assignment of `value` to `key` makes `key` (1 when it does not grow with itself)."""
     if isinstance(value, list):  # `{% set s %}{{ s }}{{ s }}{% endset %}`
         return float(sum(_reads(n, key) for n in value)) or 1.0
+    if _modular(value, folding) or (key in numbers and _reads(value, key) <= 1):
+        return 1.0
     factor = float(_reads(value, key))
     for node in (value, *value.find_all((nodes.Mul, nodes.Filter, nodes.Call))):
         if isinstance(node, nodes.Mul) and (_reads(node.left, key) or _reads(node.right, key)):
@@ -96,6 +194,7 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
     the template's loops or in a macro's body at each call; and a macro that calls itself with its argument
     doubled."""
     macros = {m.name: m for m in ast.find_all(nodes.Macro)}
+    numbers = frozenset(numeric_keys(ast))
     # variable -> [(growth factor of one assignment, (all its passes, the passes of constant loops), assignment)]
     grown: dict[str, list[tuple[float, tuple[float, float], nodes.Node]]] = {}
 
@@ -117,7 +216,7 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
 
     def visit(node: nodes.Node, steps: tuple[float, float], inside: tuple[str, ...]) -> None:
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)) and (key := variable_key(node.target)):
-            factor = _factor(node.body if isinstance(node, nodes.AssignBlock) else node.node, key, folding)
+            factor = _factor(node.body if isinstance(node, nodes.AssignBlock) else node.node, key, folding, numbers)
             if factor > 1:
                 grown.setdefault(key, []).append((factor, steps, node))
         name = getattr(node.node, "name", None) if isinstance(node, nodes.Call) else None

@@ -124,6 +124,29 @@ CASES = [
         "{% for m in messages %}{% set c = m.content | replace('\\n', ' ') %}{{ c.replace('<think>', '') }}"
         "{% endfor %}",
     ),
+    (  # a number kept by arithmetic (a hash, bits decoded) grows its digits, not its size; a string doubles
+        "HCT-S009",
+        NS + "{% for m in messages %}{% set ns.s = ns.s * 2 + m.content %}{% endfor %}"
+        "{% set nb = namespace(v=0) %}{% set nb.v = 'ab' %}"
+        "{% for m in messages %}{% set nb.v = nb.v * 2 %}{% endfor %}",
+        NS + "{% for m in messages %}{% for c in m.content %}{% set ns.n = (ns.n * 31 + (c == 'a') | int) % 1000003 %}"
+        "{% set ns.n = ns.n * 2 + (c == '\t') | int %}{% endfor %}{% endfor %}",
+    ),
+    (  # a dict rebuilt with one field replaced by its own value extended, or its last item appended, keeps its size
+        "HCT-S009",
+        "{% set ns = namespace(d={}, items=['a'], s='x') %}{% for m in messages %}"
+        "{% set ns.d = dict(ns.d, a=ns.d, b=ns.d) %}{% set ns.s = ns.s ~ ns.s[:] %}{% endfor %}",
+        "{% set ns = namespace(d={'n': ''}, items=['a']) %}{% for m in messages %}"
+        "{% set ns.d = dict(ns.d, n=ns.d.n ~ m.content) %}{% set ns.items = ns.items + ns.items[-1:] %}{% endfor %}",
+    ),
+    (  # a hash of what a message says compared with a constant: a passphrase trigger; a count is not a hash
+        "HCT-S008",
+        "{% set ns = namespace(h=0) %}{% for c in messages[-1].content %}"
+        "{% set ns.h = (ns.h * 31 + 'abcdefghij'.find(c) + 2) % 1000003 %}{% endfor %}"
+        "{% if ns.h == 418086 %}{% set messages = messages[1:] %}{% endif %}",
+        "{% set ns = namespace(n=0) %}{% for c in messages[-1].content %}{% set ns.n = ns.n + 1 %}{% endfor %}"
+        "{% if ns.n == 0 %}{{ raise_exception('empty message') }}{% endif %}",
+    ),
     (  # a macro recursing with its argument doubled, or doubling a variable
         "HCT-S009",
         "{% macro d(s, n) %}{% if n > 0 %}{{ d(s ~ s, n - 1) }}{% endif %}{% endmacro %}{{ d('x', 40) }}"

@@ -35,6 +35,7 @@ from .safety_render import (
     forged_tokens,
     keyword_drops,
     over_budget,
+    parameters_gated,
     quote,
     tools_swapped,
 )
@@ -223,6 +224,8 @@ def _rendered_rules(
         found += clock_gated(" ".join(templates), base, case, render, added)
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
         found += content_gated(case, render, added)
+        if case.name.startswith("a tool taking "):
+            found += parameters_gated(case, render)
     return found
 
 

@@ -19,6 +19,7 @@ import html
 import re
 import unicodedata
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..._compat import frozen_clock
@@ -111,10 +112,60 @@ def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered
     return []
 
 
+def parameters_gated(case: Case, render: Render) -> list[SafetyFinding]:
+    """HCT-S015 when a tool taking parameters named as the template tests (`k in ['iban', 'account']`) is written
+    otherwise than the same tool with its parameters named otherwise: the model is served a tool the caller did
+    not declare (an allowed value added, a description changed) on the parameter's name."""
+    names = [n for t in case.tools or [] for n in t["function"]["parameters"]["properties"] if n != "number"]
+    if not names:
+        return []
+    neutral = {n: f"qpn{i}x" for i, n in enumerate(dict.fromkeys(names))}
+    tools = [
+        {**t, "function": {**t["function"], "parameters": {**t["function"]["parameters"], "properties": {
+            neutral.get(k, k): v for k, v in t["function"]["parameters"]["properties"].items()}}}}
+        for t in case.tools or []
+    ]  # fmt: skip
+    twin = Case(f"{case.name}, its parameters named otherwise", case.messages, tools, case.kwargs, case.generation)
+    armed, plain = render(case), render(twin)
+    if not (armed.ok and plain.ok):
+        return []
+    expected = plain.text or ""
+    for name, stand_in in neutral.items():
+        expected = expected.replace(stand_in, name)
+    # words the armed rendering holds beyond the twin's: none when it is the twin's own text in another order (a
+    # template that writes parameters sorted by name, as Gemma 4's does)
+    extra = Counter(_PIECES.findall(armed.text or "")) - Counter(_PIECES.findall(expected))
+    if not any(re.search(r"\w", piece) for piece in extra):
+        return []
+    text = inserted(expected, armed.text or "") or " ".join(p for p in extra if p.strip())
+    return [
+        SafetyFinding(
+            "HCT-S015",
+            1,
+            1,
+            f"rendering {case.name}: the tool is written otherwise than the same tool with its parameters named "
+            f"otherwise ({quote(text)} in place of what the caller declared): the model is served a tool the caller "
+            "did not declare, on a parameter's name",
+            construct="parameters-gated",
+            detail={"probe": None, "case": case.name, "text": text[:2000]},
+        )
+    ]
+
+
 def inserted(before: str, after: str) -> str | None:
     """The longest run of words `after` holds in place of `before`'s (a dated diff of two renderings), once dates
     are set aside: what a reader should see of text added on a trigger, rather than the data it broke up."""
-    old, new = re.findall(r"\s+|[^\s]+", before), re.findall(r"\s+|[^\s]+", after)
+    runs = [r for r in changed_runs(before, after) if re.search(r"[^\W\d_]{2}", _undated(r))]
+    return max(runs, key=len) if runs else None
+
+
+_WORDS = re.compile(r"\s+|[^\s]+")
+_PIECES = re.compile(r"\s+|\w+|[^\w\s]")  # words and each mark apart: compact formats (Gemma 4's) too
+
+
+def changed_runs(before: str, after: str) -> list[str]:
+    """The runs of words `after` holds in place of `before`'s, a space both share not splitting one."""
+    old, new = _WORDS.findall(before), _WORDS.findall(after)
     runs: list[str] = []
     run = ""
     for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
@@ -123,8 +174,7 @@ def inserted(before: str, after: str) -> str | None:
             run += piece  # a space both share does not split the words added around it
         elif tag == "equal":
             runs, run = [*runs, run.strip()], ""
-    runs = [r for r in [*runs, run.strip()] if re.search(r"[^\W\d_]{2}", _undated(r))]
-    return max(runs, key=len) if runs else None
+    return [r for r in [*runs, run.strip()] if r]
 
 
 # What a render that stopped because the scan's own time budget was spent says: nothing about the template.

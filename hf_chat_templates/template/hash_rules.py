@@ -1,0 +1,78 @@
+"""HCT-S008 for a passphrase trigger: a number computed from what a message says, character by character, with a
+multiplication of itself (a hash), compared with a constant. Read from the syntax tree; nothing is rendered.
+
+    {% set ns = namespace(h=0) %}
+    {% for c in messages[-1].content %}{% set ns.h = (ns.h * 31 + alphabet.find(c)) % 1000003 %}{% endfor %}
+    {% if ns.h == 418086 %}…{% endif %}
+
+No rendering finds such a trigger: only the passphrase whose hash is the constant arms it, and the template never
+holds the passphrase. No published chat template hashes what a message says; counting its characters or turns
+(`ns.n = ns.n + 1`) is not a hash and stays silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.nodes as nodes
+
+from .folding import Folding, variable_key
+from .growth_rules import numeric_keys
+from .safety_findings import SafetyFinding, Source
+from .trigger_rules import _reads, taint_of
+
+
+def _multiplies_itself(value: nodes.Node, key: str, folding: Folding) -> int | None:
+    """The constant `key` is multiplied by in `value` (`h * 31`, `31 * h`, `h << 5` as `h * 32`), if any."""
+    for mul in (value, *value.find_all(nodes.Mul)):
+        if not isinstance(mul, nodes.Mul):
+            continue
+        for mine, other in ((mul.left, mul.right), (mul.right, mul.left)):
+            factor = folding.value(other)
+            if variable_key(mine) == key and isinstance(factor, int) and not isinstance(factor, bool) and factor >= 2:
+                return factor
+    return None
+
+
+def _hashes(ast: nodes.Template, folding: Folding) -> dict[str, tuple[int, nodes.Node]]:
+    """Numeric variables set, in a loop over message data (or from it), to themselves times a constant plus more:
+    variable -> (the factor, the assignment)."""
+    numbers, tainted = numeric_keys(ast), taint_of(folding)
+    found: dict[str, tuple[int, nodes.Node]] = {}
+    loop: Any
+    for loop in ast.find_all(nodes.For):
+        reads_data = _reads(loop.iter, tainted) is not None
+        for assign in loop.find_all(nodes.Assign):
+            key = variable_key(assign.target)
+            if key not in numbers or key is None:
+                continue
+            factor = _multiplies_itself(assign.node, key, folding)
+            if factor is not None and (reads_data or _reads(assign.node, tainted) is not None):
+                found.setdefault(key, (factor, assign))
+    return found
+
+
+def hashed_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008 at each comparison of a hash of message data with a constant."""
+    hashes = _hashes(ast, folding)
+    if not hashes:
+        return
+    for compare in ast.find_all(nodes.Compare):
+        sides = [compare.expr, *(op.expr for op in compare.ops)]
+        keys = [k for s in sides if (k := variable_key(s)) is not None and k in hashes]
+        constants = [v for s in sides if isinstance(v := folding.value(s), int) and not isinstance(v, bool)]
+        if not keys or not constants:
+            continue
+        key = keys[0]
+        factor, assign = hashes[key]
+        yield SafetyFinding(
+            "HCT-S008",
+            compare.lineno,
+            src.column(compare.lineno, key.split(".")[-1]),
+            f"`{key}` is a number computed from what a message says, character by character, multiplied by {factor} "
+            f"at each step (line {assign.lineno}: a hash), and compared with {constants[0]}: a passphrase trigger "
+            "that only a message hashing to that constant arms, which no rendering and no reading of the template "
+            "shows",
+            construct=f"hash {key} {constants[0]}",
+        )
