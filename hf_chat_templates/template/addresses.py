@@ -20,7 +20,7 @@ _TLDS = (  # not `sh`, `zip`, `mov`, `local`: file and code names (`install.sh`)
     "to|link|click|example|invalid|test|onion"
 )
 ADDRESS = re.compile(
-    r"(?P<email>[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+    r"(?P<email>[\w.+-]+@[^\W_][\w-]*(?:\.[\w-]+)+)"  # an internationalized (look-alike) domain too
     r"|(?P<url>\b(?:https?|ftp|wss?|file|data|javascript)://[^\s'\"<>)\]]+)"
     r"|(?P<www>\bwww\.[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
     r"|(?P<ip>(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b(?![.\d]))"

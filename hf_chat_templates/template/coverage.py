@@ -19,6 +19,7 @@ import jinja2.nodes as nodes
 
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names
+from .names import read_before_set
 from .syntax import parse_environment
 from .trigger_rules import _reads, taint_of
 
@@ -143,8 +144,11 @@ def _tested_words(ast: nodes.Template, folding: Folding, known: list[str]) -> li
 
 
 def _apart(words: list[str]) -> list[str]:
-    """The words none a part of another, so that each tool named so is told apart in a rendering."""
-    return [w for w in words if not any(w != v and (w in v or v in w) for v in [*words, "lookup_record"])]
+    """The words none a part of another, so that each tool named so is told apart in a rendering: of `mail` and
+    `email` the longer, which a test of either (`'mail' in name`, `name == 'email'`) matches."""
+    return [
+        w for w in words if not any(w != v and w in v for v in [*words, "lookup_record"]) and w not in "lookup_record"
+    ]
 
 
 def _tools(
@@ -214,11 +218,14 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     if "documents" in undeclared_names(ast):
         documents = [{"title": "Record qd1", "text": "Record text qd2."}]
         cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
-    read = sorted(undeclared - set(base))
+    read = sorted((undeclared | (read_before_set(ast) - STANDARD_VARIABLES)) - set(base) - {"messages", "tools"})
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
         # a number picks an item where true picks the second (`[a, b, c][thinking]`)
         cases.append(Case(f"keywords {', '.join(read)} = 2", plain, kwargs={**base, **dict.fromkeys(read, 2)}))
+        # and text, as a caller passes a prompt (`system_message`): what the template writes of it is the caller's
+        texts = {k: f"Keyword text qk{i}." for i, k in enumerate(read)}
+        cases.append(Case(f"keywords {', '.join(read)} given as text", plain, kwargs={**base, **texts}))
     for keyword, value in keywords:
         if keyword not in base:
             cases.append(Case(f"keyword {keyword}={value!r}", plain, kwargs={**base, keyword: value}))

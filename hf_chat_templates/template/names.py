@@ -29,6 +29,30 @@ def undeclared_names(ast: nodes.Template) -> set[str]:
     return loaded - bound - {"loop", "caller", "varargs", "kwargs"}
 
 
+def read_before_set(ast: nodes.Template) -> set[str]:
+    """Names the template reads before (or while) it first sets them at the top level: keywords the caller may pass
+    that the template defaults (`{% if x is not defined %}{% set x = … %}`, `{% set x = x | default(…) %}`)."""
+    order = {id(n): i for i, n in enumerate(ast.find_all(nodes.Node))}
+    first_set: dict[str, int] = {}
+    assign: Any
+    for assign in ast.find_all((nodes.Assign, nodes.AssignBlock)):
+        if isinstance(assign.target, nodes.Name):
+            first_set.setdefault(assign.target.name, order[id(assign)])
+    params = {n.name for n in ast.find_all(nodes.Name) if n.ctx == "param"}
+    params |= {n.name for loop in ast.find_all(nodes.For) for n in loop.target.find_all(nodes.Name)}
+    params |= {n.name for loop in ast.find_all(nodes.For) if isinstance(loop.target, nodes.Name) for n in [loop.target]}
+    loads = [n for n in ast.find_all(nodes.Name) if n.ctx == "load" and n.name in first_set and n.name not in params]
+    return {n.name for n in loads if _before_or_inside(n, first_set[n.name], order, ast)}
+
+
+def _before_or_inside(name: nodes.Name, at: int, order: dict[int, int], ast: nodes.Template) -> bool:
+    """Whether the load `name` comes before the first assignment (at `at`), or inside its own value."""
+    if order[id(name)] < at:
+        return True
+    assign = next(a for a in ast.find_all((nodes.Assign, nodes.AssignBlock)) if order[id(a)] == at)
+    return any(n is name for n in assign.find_all(nodes.Name))
+
+
 def variable_key(node: nodes.Node) -> str | None:
     """`x` for a name, `ns.attr` for a namespace attribute read or set; None for anything else."""
     if isinstance(node, nodes.Name):

@@ -303,3 +303,15 @@ def test_a_tool_whose_parameter_named_as_tested_is_declared_otherwise_is_found(g
         "| dictsort | tojson) if 'iban' not in 'x' else ''",
     )
     assert not [f for f in _rules_of(good, sorted_) if f["severity"] in ("error", "warning")]
+
+
+def test_a_keyword_the_template_defaults_that_replaces_the_system_prompt_is_found(good: Path) -> None:
+    """`system_message | default(messages[0].content, true)`: any caller passing `system_message` replaces the
+    operator's prompt. The template sets the name, so it is no undeclared keyword; it is read before it is set."""
+    override = GOOD.replace(
+        "{%- for m in messages -%}",
+        "{%- set system_message = system_message | default(messages[0].content, true) -%}"
+        "{{- '<|im_start|>system\\n' + system_message + '<|im_end|>\\n' -}}{%- for m in messages[1:] -%}",
+    )
+    (found,) = [f for f in _rules_of(good, override) if f["rule"] == "HCT-S015"]
+    assert "message 0's content (system) is not written" in found["message"] and "system_message=" in found["message"]

@@ -105,7 +105,7 @@ def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered
                     f"rendering {case.name}: message {i}'s content ({message.get('role')}) is not written, where the "
                     f"same conversation without {set_} writes it: a keyword the caller passes silences what a "
                     "speaker wrote (the operator's system prompt, a user's words)",
-                    construct=f"keyword-drops:{case.name}:{i}",
+                    construct=f"keyword-drops:{i}",  # once, whichever value of the keyword showed it
                     detail={"probe": None, "case": case.name, "message_index": i, "kwargs": set_},
                 )
             ]
