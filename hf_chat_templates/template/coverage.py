@@ -213,6 +213,12 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
     ]
     cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
+    # a production prompt's shape: paragraphs and lines, which a template may cut by their count
+    paragraphs = [
+        {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}."}
+        for i, m in enumerate(plain)
+    ]
+    cases.append(Case("paragraphs", paragraphs, kwargs=base))
     parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
     cases.append(Case("content parts", parts, kwargs=base))
     if "documents" in undeclared_names(ast):

@@ -315,3 +315,24 @@ def test_a_keyword_the_template_defaults_that_replaces_the_system_prompt_is_foun
     )
     (found,) = [f for f in _rules_of(good, override) if f["rule"] == "HCT-S015"]
     assert "message 0's content (system) is not written" in found["message"] and "system_message=" in found["message"]
+
+
+def test_a_message_cut_on_the_conversations_shape_is_found(good: Path) -> None:
+    """The system prompt kept to its first paragraph when it has three (a slice computed without an `if`), and
+    replaced once the conversation is long: the plain conversation writes it as given, these do not. A template
+    that only changes the spacing (Falcon's '\\n\\n' written as '\\n') keeps every word: nothing to report."""
+    paragraphs = GOOD.replace(
+        "{{- m.content -}}",
+        "{%- set ps = m.content.split('\\n\\n') -%}{%- set n = ps | length -%}"
+        "{{- (ps[:n - (n - 1) * (n > 2)] | join('\\n\\n')) if m.role == 'system' else m.content -}}",
+    )
+    (found,) = [f for f in _rules_of(good, paragraphs) if f["rule"] == "HCT-S015"]
+    assert "rendering paragraphs: message 0's content (system) is not written as given" in found["message"]
+    long = GOOD.replace(
+        "{{- m.content -}}",
+        "{{- m.content[:(8 - messages | length) * 1000] if m.role == 'system' else m.content -}}",
+    )
+    (found,) = [f for f in _rules_of(good, long) if f["rule"] == "HCT-S015"]
+    assert "rendering 15 messages: message 0's content (system)" in found["message"]
+    spacing = GOOD.replace("{{- m.content -}}", "{{- m.content.replace('\\n\\n', '\\n') -}}")
+    assert not [f for f in _rules_of(good, spacing) if f["severity"] in ("error", "warning")]

@@ -87,15 +87,28 @@ def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, a
     return []
 
 
+# The coverage conversations whose every message a template that writes the plain one's must write as given: the
+# plain messages with keywords set, a long conversation, content in paragraphs
+_FAITHFUL = re.compile(r"keywords? |\d+ messages$|paragraphs$")
+
+
 def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
-    """HCT-S015 when `case`, the plain conversation with a keyword set, leaves out a message's content the plain
-    rendering writes: a keyword (one any API caller can pass through `chat_template_kwargs`) that silences the
-    operator's system prompt or a user's words."""
-    if case.messages is not plain.messages or not (written.ok and rendered.ok) or case.kwargs == plain.kwargs:
+    """HCT-S015 when `case` leaves out a message's content of a role whose content the plain rendering writes as
+    given: a keyword (one any API caller can pass through `chat_template_kwargs`) that silences the operator's
+    system prompt, a system prompt cut once the conversation is long or has paragraphs."""
+    if not _FAITHFUL.match(case.name) or case is plain or not (written.ok and rendered.ok):
         return []
-    for i, message in enumerate(plain.messages):
+    text = written.text or ""
+    kept = {m.get("role") for m in plain.messages if isinstance(c := m.get("content"), str) and c in text}
+    for i, message in enumerate(case.messages):
         content = message.get("content")
-        if isinstance(content, str) and content in (written.text or "") and content not in (rendered.text or ""):
+        if message.get("role") in kept and isinstance(content, str) and content not in (rendered.text or ""):
+            if case.messages is not plain.messages:
+                # its words all there, their spacing changed (Falcon's '\n\n' written as '\n'): `completion-
+                # matches-content`'s finding, not words cut
+                if " ".join(content.split()) in " ".join((rendered.text or "").split()):
+                    continue
+                return [_cut(case, i, message)]
             set_ = ", ".join(f"{k}={v!r}" for k, v in case.kwargs.items() if plain.kwargs.get(k, object()) != v)
             return [
                 SafetyFinding(
@@ -110,6 +123,19 @@ def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered
                 )
             ]
     return []
+
+
+def _cut(case: Case, i: int, message: dict) -> SafetyFinding:
+    return SafetyFinding(
+        "HCT-S015",
+        1,
+        1,
+        f"rendering {case.name}: message {i}'s content ({message.get('role')}) is not written as given, where the "
+        "plain conversation's messages of that role are: the template cuts or replaces what a speaker wrote on the "
+        "conversation's shape (its length, paragraphs or lines)",
+        construct=f"shape-drops:{message.get('role')}",
+        detail={"probe": None, "case": case.name, "message_index": i},
+    )
 
 
 def parameters_gated(case: Case, render: Render) -> list[SafetyFinding]:
