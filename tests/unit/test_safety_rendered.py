@@ -207,6 +207,12 @@ def test_html_entities_decoded_into_control_tokens_forge_a_turn(good: Path) -> N
     result = check(context(good, decode), "template-safety")
     (finding,) = [f for f in result.detail["findings"] if f["rule"] == "HCT-S017"]
     assert "'&lt;|im_" in finding["message"] and "becomes '<|im_" in finding["message"]
+    # JSON written safe for HTML, "unescaped" by the template: `\u003c|im_start|\u003e` in a tool result
+    unescape = GOOD.replace(
+        "{{- m.content -}}", "{{- m.content | replace('\\\\u003c', '<') | replace('\\\\u003e', '>') -}}"
+    )
+    (finding,) = [f for f in _rules_of(good, unescape) if f["rule"] == "HCT-S017"]
+    assert "'\\\\u003c|im_" in finding["message"] and "becomes '<|im_" in finding["message"]
 
 
 def test_text_a_rendering_shows_is_placed_at_the_line_that_writes_it(good: Path) -> None:

@@ -230,7 +230,8 @@ def _fails_on(case: Case, armed: str, plain: str, failed: Rendered) -> SafetyFin
 def _look_alikes(token: str) -> set[str]:
     """Spellings of a control token a reader takes for it: its ASCII form (NFKC: `｜` is `|`), its full-width forms
     (every mark, or the brackets and bars alone: `＜｜im_end｜＞`), `_` and `▁` swapped, and the ASCII form as HTML
-    entities (`&lt;|im_end|&gt;`) and percent-encoded (`%3C%7Cim_end%7C%3E`), as a web page or an API carries it."""
+    entities (`&lt;|im_end|&gt;`), percent-encoded (`%3C%7Cim_end%7C%3E`) and escaped (`\u003c|im_end|\u003e`), as
+    a web page or an API carries it."""
     ascii_form = unicodedata.normalize("NFKC", token)
 
     def widened(chars: str) -> str:
@@ -239,8 +240,14 @@ def _look_alikes(token: str) -> set[str]:
     punctuation = "".join(c for c in token if "!" <= c <= "~" and not c.isalnum())
     wide, brackets = widened(punctuation), widened("<>|[]")  # every mark, or the brackets and bars alone
     forms = {ascii_form, ascii_form.replace("▁", "_"), token.replace("▁", "_"), wide, wide.replace("＿", "▁"), brackets}
-    # encoded as text a web page or an API carries it: HTML entities, percent-encoding
+    # encoded as text a web page or an API carries it: HTML entities, percent-encoding, the `\u003c` and `\x3c`
+    # escapes of JSON written safe for HTML (a tool result "unescaped" by the template)
     forms |= {html.escape(ascii_form, quote=False), urllib.parse.quote(ascii_form, safe="")}
+    marks = "<>&'\"|"
+    forms |= {
+        "".join(f"\\u{ord(c):04x}" if c in marks[:4] else c for c in ascii_form),
+        "".join(f"\\x{ord(c):02x}" if c in marks else c for c in ascii_form),
+    }
     return {f for f in forms if f != token and f.strip()}
 
 
@@ -275,9 +282,9 @@ def forged_tokens(tokens: list[str], case: Case, render: Render) -> list[SafetyF
     if not made:
         return []
     token = made[0]
-    # the look-alike the template turned into the token is the one its rendering no longer shows
-    alikes_of = sorted(_look_alikes(token))
-    source = next((a for a in alikes_of if a not in (forged.text or "")), alikes_of[0])
+    # the look-alike the template turned into the token: the one that, alone in the content, makes it too
+    base = (plain.text or "").count(token)
+    source = next((a for a in sorted(_look_alikes(token)) if _count_with(case, a, token, render) > base), carried)
     return [
         SafetyFinding(
             "HCT-S017",
@@ -290,6 +297,12 @@ def forged_tokens(tokens: list[str], case: Case, render: Render) -> list[SafetyF
             detail={"probe": None, "case": armed.name, "token": token, "look_alike": source},
         )
     ]
+
+
+def _count_with(case: Case, text: str, token: str, render: Render) -> int:
+    one = Case(case.name, [_with(m, text) for m in case.messages], case.tools, case.kwargs, case.generation)
+    rendered = render(one)
+    return (rendered.text or "").count(token) if rendered.ok else 0
 
 
 def _with(message: dict, text: str) -> dict:
