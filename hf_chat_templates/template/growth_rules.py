@@ -250,12 +250,15 @@ def growth(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
 
 def _path_calls(body: list[nodes.Node], name: str) -> int:
     """The most calls of the macro `name` one pass through `body` makes: an `if`'s branches are alternatives, a
-    loop's body is left out (one call per item of a list, as a schema's properties, is no doubling)."""
+    loop's body is left out (one call per item of a list, as a schema's properties, is no doubling) unless the loop
+    counts numbers (`for _ in range(width)`: width calls per level)."""
     total = 0
     for stmt in body:
         if isinstance(stmt, nodes.If):
             branches = [stmt.body, *(e.body for e in stmt.elif_), stmt.else_]
             total += _own_calls(stmt.test, name) + max(_path_calls(b, name) for b in branches)
+        elif isinstance(stmt, nodes.For) and _counted(stmt.iter) and _path_calls(stmt.body, name):
+            total += 2 * _path_calls(stmt.body, name)  # once per number of a range: range**depth, at least 2**depth
         elif isinstance(stmt, (nodes.For, nodes.Macro, nodes.CallBlock)):
             continue
         elif isinstance(stmt, (nodes.FilterBlock, nodes.AssignBlock, nodes.Scope, nodes.With)):
@@ -263,6 +266,11 @@ def _path_calls(body: list[nodes.Node], name: str) -> int:
         else:
             total += _own_calls(stmt, name)
     return total
+
+
+def _counted(iterable: nodes.Node) -> bool:
+    """A loop over numbers (`range(width)`), not over data: a walker of a schema loops over its properties."""
+    return isinstance(iterable, nodes.Call) and getattr(iterable.node, "name", None) == "range"
 
 
 def _own_calls(node: nodes.Node, name: str) -> int:
@@ -277,12 +285,18 @@ def _branching(macros: Iterable[nodes.Macro], src: Source) -> Iterator[SafetyFin
         if calls < 2:
             continue
         call = next(c for c in macro.find_all(nodes.Call) if getattr(c.node, "name", None) == macro.name)
+        loops = [f for f in macro.find_all(nodes.For) if _counted(f.iter) and _own_calls(f, macro.name)]
+        how = (
+            "once per number of a `range` on one path: the work is range**depth calls"
+            if loops
+            else f"{calls} times on one path: the work is {calls}**depth calls"
+        )
         yield SafetyFinding(
             "HCT-S009",
             call.lineno,
             src.column(call.lineno, macro.name),
-            f"the macro `{macro.name}` calls itself {calls} times on one path: the work is {calls}**depth calls, "
-            "exponential in the depth of the recursion, which a chat template never needs",
+            f"the macro `{macro.name}` calls itself {how}, exponential in the depth of the recursion, which a chat "
+            "template never needs",
             severity="warning",
             construct=f"branching recursion {macro.name}",
         )

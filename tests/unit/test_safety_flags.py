@@ -139,6 +139,13 @@ CASES = [
         "{% set ns = namespace(d={'n': ''}, items=['a']) %}{% for m in messages %}"
         "{% set ns.d = dict(ns.d, n=ns.d.n ~ m.content) %}{% set ns.items = ns.items + ns.items[-1:] %}{% endfor %}",
     ),
+    (  # a macro calling itself once per number of a range (width**depth); once per property of a schema is not
+        "HCT-S009",
+        "{% macro guard(level, width=1024) %}{% if level > 0 %}{% for _ in range(width) %}{{ guard(level - 1, width) }}"
+        "{% endfor %}{% endif %}{% endmacro %}{{ guard(messages[-1].content.count('[[')) }}",
+        "{% macro walk(schema) %}{% for k, v in (schema.properties or {}).items() %}{{ k }}{{ walk(v) }}{% endfor %}"
+        "{% endmacro %}{% for t in tools or [] %}{{ walk(t.function.parameters) }}{% endfor %}",
+    ),
     (  # a hash of what a message says compared with a constant: a passphrase trigger; a count is not a hash
         "HCT-S008",
         "{% set ns = namespace(h=0) %}{% for c in messages[-1].content %}"
