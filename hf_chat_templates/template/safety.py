@@ -74,6 +74,7 @@ from .safety_findings import RULES, SafetyFinding, Source, const_string, literal
 from .selection_rules import characters, selections
 from .syntax import check_template_syntax, parse_environment, transformers_text
 from .trigger_rules import spliced, triggers
+from .walk_rules import walks
 
 __all__ = ["RULES", "SafetyFinding", "prose", "scan_template"]
 
@@ -122,6 +123,7 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += moved_words(ast, src, folding)
     found += dropped(ast, src, folding)
     found += hashed_triggers(ast, src, folding)
+    found += walks(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
         line, column = src.place(offset)

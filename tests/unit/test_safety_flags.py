@@ -146,6 +146,13 @@ CASES = [
         "{% macro walk(schema) %}{% for k, v in (schema.properties or {}).items() %}{{ k }}{{ walk(v) }}{% endfor %}"
         "{% endmacro %}{% for t in tools or [] %}{{ walk(t.function.parameters) }}{% endfor %}",
     ),
+    (  # a walk through objects by keys the content spells, and a call of a value kept in a namespace
+        "HCT-S013",
+        "{% set ref = namespace(value=loop) %}{% for key in messages[-1].content.split('/') %}"
+        "{% set ref.value = ref.value[key] %}{% endfor %}{{ ref.value(*messages[-1].content.split('?')[1:]) }}",
+        "{% set ns = namespace(parts=[], last=none) %}{% for m in messages %}{% set ns.last = m['content'] %}"
+        "{% set ns.parts = ns.parts + m.content.split('\n\n') %}{% endfor %}{{ ns.parts | join('|') }}",
+    ),
     (  # a hash of what a message says compared with a constant: a passphrase trigger; a count is not a hash
         "HCT-S008",
         "{% set ns = namespace(h=0) %}{% for c in messages[-1].content %}"
