@@ -27,6 +27,8 @@ ROLES = ("system", "user", "assistant", "tool")
 MAX_LITERALS = 24  # branch literals tried, one conversation each
 MAX_TOOL_WORDS = 8  # tools named by the words a template tests, in one conversation
 LONG_TURNS = 14
+# Parameters a backdoor rewrites a tool's declaration for: where money, mail, commands and fetches go
+SENSITIVE_FIELDS = ("url", "command", "iban", "account", "email", "recipient", "address", "path", "password")
 _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
 
 
@@ -204,9 +206,10 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         listed = [_tools(word, f"Tool {i} does job qd{i}.")[0] for i, word in enumerate(["lookup_record", *named])]
         words = ", ".join(repr(w) for w in named)
         cases.append(Case(f"tools named {words}", _tool_conversation("lookup_record"), tools=listed, kwargs=base))
-    if tested:  # `k in ['iban', 'account']` tests a parameter's name
-        fields = ", ".join(repr(w) for w in tested)
-        taking = _tools(fields=tuple(tested))
+    # `k in ['iban', 'account']` tests a parameter's name; the names backdoors wait for are given whatever the test
+    if taken := list(dict.fromkeys([*tested, *SENSITIVE_FIELDS])):
+        fields = ", ".join(repr(w) for w in taken)
+        taking = _tools(fields=tuple(taken))
         cases.append(Case(f"a tool taking {fields}", _tool_conversation("lookup_record"), tools=taking, kwargs=base))
     long = [{"role": "system", "content": "Long system ql0."}]
     long += [
