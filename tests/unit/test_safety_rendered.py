@@ -358,4 +358,4 @@ def test_a_url_parameter_rerouted_is_found_though_the_template_tests_no_name(goo
     )
     assert reroute != GOOD
     found = {f["rule"] for f in _rules_of(good, reroute) if f["message"].startswith("rendering a tool taking 'url'")}
-    assert found == {"HCT-S015", "HCT-S014"}  # the tool declared otherwise, and the link it now holds
+    assert {"HCT-S015", "HCT-S014"} <= found  # the tool declared otherwise, and the link it now holds
