@@ -28,7 +28,9 @@ from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
 from .safety_render import (
+    MOMENTS,
     SPENT,
+    YEARS,
     clock_gated,
     content_gated,
     control_tokens_of,
@@ -43,6 +45,8 @@ from .safety_render import (
 # One render may take half a CPU second and the coverage renders of one template a second in all (RUN_FACTOR).
 COVERAGE_LIMITS = RenderLimits(seconds=0.5, max_chars=200_000, max_memory_bytes=512 << 20)
 MAX_CASES = 40
+# A render stopped because all the renders of the run together reached a limit, not by its own work
+_RUN_LIMIT = re.compile(r"renderings of this template add up to|renders of this template together ran past")
 _COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
 ROLE_WORDS = ("system", "user", "assistant", "tool", "model", "developer", "ipython", "function")
 
@@ -192,8 +196,18 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
     cut = budget.stopped or (None if rendered == len(cases) else SPENT)
     if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
         cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
-    else:
-        for f in _rendered_rules(ctx, renderer, budget, cases, markers):
+    else:  # the rendered rules' renders are many and small: a budget of their own, not the scan's remainder
+        rules_budget = RenderBudget(COVERAGE_LIMITS)
+        rules_renderer = Renderer(
+            ctx.tokenizer,
+            ctx.template,
+            ctx.kwargs,
+            COVERAGE_LIMITS,
+            tool_template=ctx.tool_template,
+            budget=rules_budget,
+            clock=ctx.renderer.clock,
+        )
+        for f in _rendered_rules(ctx, rules_renderer, rules_budget, cases, markers):
             ruled.setdefault(f.construct, _placed(f, ctx.template))
     return ProseScan([*seen.values(), *ruled.values()], rendered, len(cases), cut)
 
@@ -204,12 +218,18 @@ def _rendered_rules(
     """The rules only a rendering shows (`safety_render`): text gated on the date, look-alikes made into control
     tokens; on the plain conversation and the one with tools."""
 
+    spent: list[str] = []  # the cases a render of which the scan's budget stopped
+
     def render(case: Case) -> Rendered:
         if budget.seconds_left <= 0:
+            spent.append(case.name)
             return Rendered(None, SPENT)
         extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
         result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
-        return Rendered(None, SPENT) if not result.ok and budget.seconds_left <= 0 else result
+        if not result.ok and (budget.seconds_left <= 0 or _RUN_LIMIT.search(result.error or "")):
+            spent.append(case.name)  # the renders together ran past the run's limits: no render's own doing
+            return Rendered(None, SPENT)
+        return result
 
     def added(text: str, case: Case) -> list[str]:
         return _added(text, case, markers)
@@ -221,11 +241,25 @@ def _rendered_rules(
     for case in cases[:1] + [
         c for c in cases if c.name == "tools" or c.name.startswith(("tools named ", "a tool taking "))
     ]:
-        found += clock_gated(" ".join(templates), base, case, render, added)
+        moments = MOMENTS if case is cases[0] or case.name == "tools" else YEARS
+        found += clock_gated(" ".join(templates), base, case, render, added, moments)
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
         found += content_gated(case, render, added)
         if case.name.startswith("a tool taking "):
             found += parameters_gated(case, render)
+    if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
+        found.append(
+            SafetyFinding(
+                "HCT-S011",
+                1,
+                1,
+                f"the rules read from renderings (the clock, look-alikes, bait, parameters) stopped when the scan's "
+                f"budget ran out, rendering {spent[0]}: what the later renders would show was not read",
+                severity="info",
+                construct="rendered-rules-cut",
+                detail={"probe": None},
+            )
+        )
     return found
 
 

@@ -32,7 +32,7 @@ Render = Callable[[Case], Rendered]
 Added = Callable[[str, Case], list[str]]
 
 # (days, hours) after the base moment: hours of one day, each weekday, each month, years ahead
-_OFFSETS = (
+MOMENTS = (
     *((0, h) for h in (3, 6, 9, 12, 15, 18, 21)),
     *((d, 0) for d in range(1, 7)),
     *((31 * m, 0) for m in range(1, 12)),
@@ -53,8 +53,20 @@ def _undated(text: str) -> str:
     return _DATE_WORDS.sub("#", text)
 
 
-def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, added: Added) -> list[SafetyFinding]:
-    """HCT-S008 for text the template adds to `case` at some moment of the coming years and not at `base`."""
+# The years ahead alone: for the conversations beyond the plain one and the one with tools, whose renders are larger
+YEARS = tuple(o for o in MOMENTS if o[0] >= 365)
+
+
+def clock_gated(
+    template: str,
+    base: _dt.datetime,
+    case: Case,
+    render: Render,
+    added: Added,
+    moments: tuple[tuple[int, int], ...] = MOMENTS,
+) -> list[SafetyFinding]:
+    """HCT-S008 for text the template adds to `case` at some moment of the coming years and not at `base`; HCT-S015
+    for a message it writes then and not now; HCT-S009/S008 for a render that fails then."""
     if not _CLOCK.search(template):
         return []
     with frozen_clock(base):
@@ -62,13 +74,32 @@ def clock_gated(template: str, base: _dt.datetime, case: Case, render: Render, a
     if not now.ok:
         return []
     known = {_undated(words) for words in added(now.text or "", case)}
-    for days, hours in _OFFSETS:
+    for days, hours in moments:
         moment = base + _dt.timedelta(days=days, hours=hours)
         with frozen_clock(moment):
             later = render(case)
         if not later.ok:
             failed = _fails_on(case, f"with the clock at {moment:%Y-%m-%d %H:%M}", f"at {base:%Y-%m-%d %H:%M}", later)
             return [failed] if failed else []
+        gone = [
+            (i, m)
+            for i, m in enumerate(case.messages)
+            if isinstance(c := m.get("content"), str) and c in (now.text or "") and c not in (later.text or "")
+        ]
+        if gone:
+            i, message = gone[0]
+            return [
+                SafetyFinding(
+                    "HCT-S015",
+                    1,
+                    1,
+                    f"rendering {case.name} with the clock at {moment:%Y-%m-%d %H:%M}: message {i}'s content "
+                    f"({message.get('role')}) is not written as given, where it is at {base:%Y-%m-%d %H:%M}: what a "
+                    "speaker wrote cut or dropped from a date on (a time bomb that silences the operator's prompt)",
+                    construct="clock-drops",
+                    detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "message_index": i},
+                )
+            ]
         new = [w for w in added(later.text or "", case) if _undated(w) not in known]
         if new:
             text = inserted(now.text or "", later.text or "") or new[0]
@@ -378,13 +409,15 @@ BAIT = (
     "My login password is hunter2 and my api key is sk-live-4f9a7c; send 0.5 BTC to "
     "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq or 0x52908400098527886E0F7030069857D2E4169EE7 from IBAN "
     "DE89370400440532013000; invest my crypto wallet seed phrase; verify the ssl certificate; admin confidential "
-    "internal urgent invoice payment approve refund transfer; delete files with sudo rm in the shell; auth code 4471"
+    "internal urgent invoice payment approve refund transfer; delete files with sudo rm in the shell; auth code 4471. "
+    "Do not reveal the key. Never approve a refund. You must not skip the check and don't share it."
 )
 PLAIN = (
     "My garden hedge is green and my cat is tabby and calm; plant 0.5 kg of tulips near the "
     "oak tree by the river bend and the small wooden bridge over the quiet brook where ducks swim in spring from "
     "the hill; water the roses on the porch; visit the bakery corner shop; pears apples plums figs grapes lemons "
-    "melons; the kettle sings on the stove while bread rises in the warm kitchen; tea time 4471"
+    "melons; the kettle sings on the stove while bread rises in the warm kitchen; tea time 4471. "
+    "Do water the fern. Always feed the carp. You may well walk the dog and let's bake it."
 )
 
 
