@@ -143,3 +143,29 @@ def homoglyph_tokens(text: str) -> Iterator[Hit]:
                 f"twin:{token}",
                 {"token": token, "looks_like": other},
             )
+
+
+_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
+_WORD = re.compile(r"[^\W\d]+")
+
+
+def mixed_words(text: str) -> Iterator[Hit]:
+    """Words that write a Cyrillic, Greek or Armenian letter that looks like a Latin one among Latin letters
+    (`/nо_think` with a Cyrillic о): a switch or a name a reviewer reads as another, which only the attacker can
+    type. Words in one script (a Russian system prompt) are not mixed."""
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if not any(c.isascii() and c.isalpha() for c in word):
+            continue
+        odd = [c for c in word if ord(c) in _lookalikes()[1] and unicodedata.name(c, "").startswith(_SCRIPTS)]
+        if not odd:
+            continue
+        names = ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in odd))
+        yield (
+            "HCT-S007",
+            match.start(),
+            f"the word {word!r} writes {names} among Latin letters: it reads as {reads_as(word)!r}, but a test of "
+            "it matches only text typed with the same look-alike, and a reader sees the word it imitates",
+            f"mixed-word:{word}",
+            {"token": word, "looks_like": reads_as(word)},
+        )

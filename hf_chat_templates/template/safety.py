@@ -65,7 +65,7 @@ from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
 from .growth_rules import growth, repeats
 from .hash_rules import hashed_triggers
-from .hidden_text import hidden_unicode, homoglyph_tokens
+from .hidden_text import hidden_unicode, homoglyph_tokens, mixed_words
 from .instructions import written_instructions
 from .prefill_rules import prefills
 from .rewrite_rules import rewrites
@@ -125,7 +125,11 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += hashed_triggers(ast, src, folding)
     found += walks(ast, src, folding)
     found += written_instructions(ast, src, folding)
-    for rule, offset, message, construct, detail in (*hidden_unicode(text), *homoglyph_tokens(text)):
+    for rule, offset, message, construct, detail in (
+        *hidden_unicode(text),
+        *homoglyph_tokens(text),
+        *mixed_words(text),
+    ):
         line, column = src.place(offset)
         found.append(SafetyFinding(rule, line, column, message, construct=construct, detail=detail))
     # An instruction already named as gated on a trigger or joined to content is not named twice

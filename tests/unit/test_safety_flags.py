@@ -153,6 +153,12 @@ CASES = [
         "{% set ns = namespace(parts=[], last=none) %}{% for m in messages %}{% set ns.last = m['content'] %}"
         "{% set ns.parts = ns.parts + m.content.split('\n\n') %}{% endfor %}{{ ns.parts | join('|') }}",
     ),
+    (  # a switch spelled with a Cyrillic letter among Latin ones; a prompt in Russian mixes no word
+        "HCT-S007",
+        "{% for m in messages %}{% if '/n\u043e_think' in m.content %}{% set ns = namespace(drop=true) %}{% endif %}"
+        "{% endfor %}",
+        "{{ 'Отвечай по-русски, если тебя спросят по-русски; otherwise reply in English.' }}",
+    ),
     (  # a hash of what a message says compared with a constant: a passphrase trigger; a count is not a hash
         "HCT-S008",
         "{% set ns = namespace(h=0) %}{% for c in messages[-1].content %}"
