@@ -150,6 +150,35 @@ def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> 
     )
 
 
+def _named_tools_text(case: Case, pieces: list[str], plain_tools: list[str]) -> list[SafetyFinding]:
+    """HCT-S008 for prose of three words or more that the conversation with tools named as the template tests
+    adds and the same conversation with the plain tool does not: text written on a tool's name (a forged "Yes, go
+    ahead" turn before a payment tool). A builtin tool's header (`Environment: ipython`) is fewer words."""
+    known = " ".join(plain_tools)
+    names = {n for t in case.tools or [] for n in (t["function"]["name"], *t["function"]["parameters"]["properties"])}
+    found = [
+        w
+        for w in pieces
+        if w not in known
+        and prose(w, words=3)
+        and not re.search(r"[{}\[\]\"=]|q[df]\d", w)  # a declaration the format writes otherwise, not prose
+        and not any(n in w for n in names)
+    ]
+    if not found:
+        return []
+    return [
+        SafetyFinding(
+            "HCT-S008",
+            1,
+            1,
+            f"rendering {case.name}: the template adds {quote(found[0])}, which the same conversation with a plain "
+            "tool does not get: text written on a tool's name or parameters, a trigger any tool list sets off",
+            construct=f"tool-named-text:{found[0][:80]}",
+            detail={"probe": None, "case": case.name, "text": found[0][:2000]},
+        )
+    ]
+
+
 def prose_scan(ctx: VerifyContext) -> ProseScan:
     """Render the coverage conversations of the template under COVERAGE_LIMITS; one finding per distinct text."""
     budget = RenderBudget(COVERAGE_LIMITS)
@@ -173,6 +202,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
     seen: dict[str, SafetyFinding] = {}  # prose, by its text
     ruled: dict[str, SafetyFinding] = {}  # what the rendered rules find, by construct
     rendered = 0
+    added_by: dict[str, list[str]] = {}  # the prose each case's rendering adds, by case
     first = Rendered(None, "not rendered")  # the plain conversation's rendering, which keyword cases are read against
     for case in cases:
         if budget.stopped is not None or budget.seconds_left <= 0:
@@ -189,7 +219,11 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         for f in [*tools_swapped(case, result), *keyword_drops(cases[0], first, case, result)]:
             ruled.setdefault(f.construct, f)
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
-        for words in _added(result.text or "", case, markers):
+        pieces = _added(result.text or "", case, markers)
+        added_by[case.name] = pieces
+        if case.name.startswith(("tools named ", "a tool taking ")) and "tools" in added_by:
+            ruled.update((f.construct, f) for f in _named_tools_text(case, pieces, added_by["tools"]))
+        for words in pieces:
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
                 continue  # a placeholder written as text is `structure`'s warning, with this text
             seen[words] = _finding(ctx, case, words, name)
