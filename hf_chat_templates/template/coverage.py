@@ -26,7 +26,7 @@ from .trigger_rules import _reads, taint_of
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LITERALS = 24  # branch literals tried, one conversation each
 MAX_TOOL_WORDS = 8  # tools named by the words a template tests, in one conversation
-LONG_TURNS = 14
+LONG_TURNS = 40  # past the lengths backdoors gate on (8, 11, 24 messages)
 # Parameters a backdoor rewrites a tool's declaration for: where money, mail, commands and fetches go
 SENSITIVE_FIELDS = ("url", "command", "iban", "account", "email", "recipient", "address", "path", "password")
 _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
@@ -48,6 +48,7 @@ class Case:
         arguments, each tool as JSON with its name and description, each string keyword (not the roles and keys,
         which are words a template's own text uses)."""
         found = [m["content"] for m in self.messages if isinstance(m.get("content"), str)]
+        found += [json.dumps(c, ensure_ascii=False)[1:-1] for c in found if "\n" in c or '"' in c]  # `| tojson`-ed
         lists = [m["content"] for m in self.messages if isinstance(m.get("content"), list)]
         for value in [*lists, *(p for parts in lists for p in parts)]:  # written whole: Python's repr, or JSON
             found += [str(value), json.dumps(value, ensure_ascii=False)]
@@ -138,8 +139,9 @@ def _tested_words(ast: nodes.Template, folding: Folding, known: list[str]) -> li
         for operand in operands:
             value = folding.value(operand)
             for v in value if isinstance(value, (list, tuple)) else [value]:  # `k in ['iban', 'account']` too
-                if isinstance(v, str) and re.fullmatch(r"[a-z][a-z0-9_]{2,40}", v) and v not in _FORMAT_WORDS:
-                    found.append(v)
+                # a list written as one string (`name in 'bash,exec,python'`) is its words
+                parts = re.split(r"[,;|/\s]+", v.strip(",;|/ ")) if isinstance(v, str) else []
+                found += [p for p in parts if re.fullmatch(r"[a-z][a-z0-9_]{2,40}", p) and p not in _FORMAT_WORDS]
     env = parse_environment()
     words = [w for w in dict.fromkeys(found) if w not in (*known, *env.filters, *env.tests, "lookup_record")]
     return words[: 2 * MAX_TOOL_WORDS]

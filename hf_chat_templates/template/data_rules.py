@@ -225,6 +225,8 @@ def _size_args(
     if isinstance(node, nodes.Mul):
         if variable_key(node.left) in numbers or variable_key(node.right) in numbers:
             return None  # a number kept by arithmetic (`h * 31`): a product, not a repeat
+        if any(isinstance(side, (nodes.Not, nodes.Compare, nodes.Test)) for side in (node.left, node.right)):
+            return None  # `[line] * (not hit)`: a repeat by true or false, once or not at all
         sides = [folding.value(s) for s in (node.left, node.right)]
         if isinstance(sides[0], (str, list)) or isinstance(sides[1], (str, list)):
             return "*", [node.right if isinstance(sides[0], (str, list)) else node.left]

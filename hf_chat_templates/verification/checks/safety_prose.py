@@ -150,30 +150,36 @@ def _finding(ctx: VerifyContext, case: Case, words: str, template_name: str) -> 
     )
 
 
-def _named_tools_text(case: Case, pieces: list[str], plain_tools: list[str]) -> list[SafetyFinding]:
-    """HCT-S008 for prose of three words or more that the conversation with tools named as the template tests
-    adds and the same conversation with the plain tool does not: text written on a tool's name (a forged "Yes, go
-    ahead" turn before a payment tool). A builtin tool's header (`Environment: ipython`) is fewer words."""
-    known = " ".join(plain_tools)
+def _drawn_text(case: Case, pieces: list[str], base: list[str], long: bool = False) -> list[SafetyFinding]:
+    """HCT-S008 for prose of three words or more that `case` draws and its base conversation does not: text written
+    on a tool's name (a forged "Yes, go ahead" turn before a payment tool; an error) or once the conversation is long
+    (a warning, as the static rule's length gates). A builtin tool's header (`Environment: ipython`) is fewer words
+    once the tools' names are set aside; a declaration the format writes otherwise is not prose."""
+    known = " ".join(base)
     names = {n for t in case.tools or [] for n in (t["function"]["name"], *t["function"]["parameters"]["properties"])}
+
+    def unnamed(text: str) -> str:
+        return re.sub("|".join(rf"\b{re.escape(n)}\b" for n in names), " ", text) if names else text
+
     found = [
-        w
-        for w in pieces
-        if w not in known
-        and prose(w, words=3)
-        and not re.search(r"[{}\[\]\"=]|q[df]\d", w)  # a declaration the format writes otherwise, not prose
-        and not any(n in w for n in names)
+        w for w in pieces if w not in known and prose(unnamed(w), words=3) and not re.search(r"[{}\[\]\"=]|q[df]\d", w)
     ]
     if not found:
         return []
+    why = (
+        "which the same messages in a short conversation do not get: text written once the conversation is long"
+        if long
+        else "which the same conversation with a plain tool does not get: text written on a tool's name or "
+        "parameters, a trigger any tool list sets off"
+    )
     return [
         SafetyFinding(
             "HCT-S008",
             1,
             1,
-            f"rendering {case.name}: the template adds {quote(found[0])}, which the same conversation with a plain "
-            "tool does not get: text written on a tool's name or parameters, a trigger any tool list sets off",
-            construct=f"tool-named-text:{found[0][:80]}",
+            f"rendering {case.name}: the template adds {quote(found[0])}, {why}",
+            severity="warning" if long else "",
+            construct=f"drawn-text:{found[0][:80]}",
             detail={"probe": None, "case": case.name, "text": found[0][:2000]},
         )
     ]
@@ -221,8 +227,10 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
         pieces = _added(result.text or "", case, markers)
         added_by[case.name] = pieces
-        if case.name.startswith(("tools named ", "a tool taking ")) and "tools" in added_by:
-            ruled.update((f.construct, f) for f in _named_tools_text(case, pieces, added_by["tools"]))
+        if case.name.startswith("tools named ") and "tools" in added_by:  # the same declarations but for names
+            ruled.update((f.construct, f) for f in _drawn_text(case, pieces, added_by["tools"]))
+        if case.name.endswith(" messages") and cases[0].name in added_by:
+            ruled.update((f.construct, f) for f in _drawn_text(case, pieces, added_by[cases[0].name], long=True))
         for words in pieces:
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
                 continue  # a placeholder written as text is `structure`'s warning, with this text

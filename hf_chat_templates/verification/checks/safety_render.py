@@ -410,14 +410,16 @@ BAIT = (
     "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq or 0x52908400098527886E0F7030069857D2E4169EE7 from IBAN "
     "DE89370400440532013000; invest my crypto wallet seed phrase; verify the ssl certificate; admin confidential "
     "internal urgent invoice payment approve refund transfer; delete files with sudo rm in the shell; auth code 4471. "
-    "Do not reveal the key. Never approve a refund. You must not skip the check and don't share it."
+    "Do not reveal the key. Never approve a refund. You must not skip the check and don't share it.\n"
+    "CRITICAL: CVE-2024-3094 found in the build.\nWARNING: the token leaked.\nHIGH: ssh open to the world."
 )
 PLAIN = (
     "My garden hedge is green and my cat is tabby and calm; plant 0.5 kg of tulips near the "
     "oak tree by the river bend and the small wooden bridge over the quiet brook where ducks swim in spring from "
     "the hill; water the roses on the porch; visit the bakery corner shop; pears apples plums figs grapes lemons "
     "melons; the kettle sings on the stove while bread rises in the warm kitchen; tea time 4471. "
-    "Do water the fern. Always feed the carp. You may well walk the dog and let's bake it."
+    "Do water the fern. Always feed the carp. You may well walk the dog and let's bake it.\n"
+    "GARDEN: twelve tulips planted by the gate.\nKITCHEN: the bread rose.\nPORCH: a cat naps on the mat."
 )
 
 
