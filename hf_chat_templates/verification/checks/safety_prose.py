@@ -185,10 +185,10 @@ def _drawn_text(case: Case, pieces: list[str], base: list[str], long: bool = Fal
     ]
 
 
-def prose_scan(ctx: VerifyContext) -> ProseScan:
-    """Render the coverage conversations of the template under COVERAGE_LIMITS; one finding per distinct text."""
+def _budgeted(ctx: VerifyContext) -> tuple[RenderBudget, Renderer]:
+    """A renderer under COVERAGE_LIMITS and a budget of its own, at verify's one clock (as every render of a run)."""
     budget = RenderBudget(COVERAGE_LIMITS)
-    renderer = Renderer(  # at verify's one clock, as every other render of the run
+    renderer = Renderer(
         ctx.tokenizer,
         ctx.template,
         ctx.kwargs,
@@ -197,6 +197,12 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         budget=budget,
         clock=ctx.renderer.clock,
     )
+    return budget, renderer
+
+
+def prose_scan(ctx: VerifyContext) -> ProseScan:
+    """Render the coverage conversations of the template under COVERAGE_LIMITS; one finding per distinct text."""
+    budget, renderer = _budgeted(ctx)
     try:
         cases = coverage_cases(ctx.template, ctx.kwargs)
         if ctx.tool_template is not None:
@@ -239,16 +245,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
     if cut is not None:  # the scan's budget is its own: the environment's render limits do not raise it
         cut = re.sub(r"\s*\(raise it with [^)]*\)", "", cut)
     else:  # the rendered rules' renders are many and small: a budget of their own, not the scan's remainder
-        rules_budget = RenderBudget(COVERAGE_LIMITS)
-        rules_renderer = Renderer(
-            ctx.tokenizer,
-            ctx.template,
-            ctx.kwargs,
-            COVERAGE_LIMITS,
-            tool_template=ctx.tool_template,
-            budget=rules_budget,
-            clock=ctx.renderer.clock,
-        )
+        rules_budget, rules_renderer = _budgeted(ctx)
         for f in _rendered_rules(ctx, rules_renderer, rules_budget, cases, markers):
             ruled.setdefault(f.construct, _placed(f, ctx.template))
     return ProseScan([*seen.values(), *ruled.values()], rendered, len(cases), cut)
