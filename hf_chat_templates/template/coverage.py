@@ -134,8 +134,15 @@ def _tested_words(ast: nodes.Template, folding: Folding, known: list[str]) -> li
     word of the format: a tool or a parameter may be named so, and a template may treat it otherwise."""
     found: list[str] = []
     node: Any
-    for node in ast.find_all((nodes.Compare, nodes.Filter, nodes.Test)):
-        operands = [node.expr, *(op.expr for op in node.ops)] if isinstance(node, nodes.Compare) else list(node.args)
+    for node in ast.find_all((nodes.Compare, nodes.Filter, nodes.Test, nodes.Call)):
+        if isinstance(node, nodes.Call):  # `name.startswith('run_')`, `name.startswith(('exec_', 'bash_'))`
+            method = node.node
+            texts = isinstance(method, nodes.Getattr) and method.attr in ("startswith", "endswith")
+            operands = list(node.args) if texts else []
+        elif isinstance(node, nodes.Compare):
+            operands = [node.expr, *(op.expr for op in node.ops)]
+        else:
+            operands = list(node.args)
         for operand in operands:
             value = folding.value(operand)
             for v in value if isinstance(value, (list, tuple)) else [value]:  # `k in ['iban', 'account']` too
@@ -207,7 +214,8 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     if named := _apart(tested)[:MAX_TOOL_WORDS]:
         listed = [_tools(word, f"Tool {i} does job qd{i}.")[0] for i, word in enumerate(["lookup_record", *named])]
         words = ", ".join(repr(w) for w in named)
-        cases.append(Case(f"tools named {words}", _tool_conversation("lookup_record"), tools=listed, kwargs=base))
+        # the conversation calls the first of them: a template may test the name of the call it just wrote
+        cases.append(Case(f"tools named {words}", _tool_conversation(named[0]), tools=listed, kwargs=base))
     # `k in ['iban', 'account']` tests a parameter's name; the names backdoors wait for are given whatever the test
     if taken := list(dict.fromkeys([*tested, *SENSITIVE_FIELDS])):
         fields = ", ".join(repr(w) for w in taken)

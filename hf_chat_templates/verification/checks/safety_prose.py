@@ -27,12 +27,12 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
+from .safety_bait import MARKED, UNMARKED, content_gated
 from .safety_render import (
     MOMENTS,
     SPENT,
     YEARS,
     clock_gated,
-    content_gated,
     control_tokens_of,
     forged_tokens,
     keyword_drops,
@@ -185,6 +185,17 @@ def _drawn_text(case: Case, pieces: list[str], base: list[str], long: bool = Fal
     ]
 
 
+def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case) -> Rendered:
+    """`case` rendered; when the template refuses it and it opens with a system message (Gemma 2 refuses the role),
+    the same conversation without that message, so that the rules still read the rest."""
+    extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
+    result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+    if result.refused and case.messages and case.messages[0].get("role") == "system":
+        rest = case.messages[1:]
+        return renderer.render(rest, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+    return result
+
+
 def _budgeted(ctx: VerifyContext) -> tuple[RenderBudget, Renderer]:
     """A renderer under COVERAGE_LIMITS and a budget of its own, at verify's one clock (as every render of a run)."""
     budget = RenderBudget(COVERAGE_LIMITS)
@@ -219,8 +230,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
     for case in cases:
         if budget.stopped is not None or budget.seconds_left <= 0:
             break
-        extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
-        result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+        result = _render_case(ctx, renderer, case)
         rendered += 1
         if budget.stopped is not None and budget.seconds_left > 0:  # this one render ran past a limit
             ruled[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", budget.stopped))
@@ -263,8 +273,7 @@ def _rendered_rules(
         if budget.seconds_left <= 0:
             spent.append(case.name)
             return Rendered(None, SPENT)
-        extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
-        result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+        result = _render_case(ctx, renderer, case)
         if not result.ok and (budget.seconds_left <= 0 or _RUN_LIMIT.search(result.error or "")):
             spent.append(case.name)  # the renders together ran past the run's limits: no render's own doing
             return Rendered(None, SPENT)
@@ -284,8 +293,11 @@ def _rendered_rules(
         found += clock_gated(" ".join(templates), base, case, render, added, moments)
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
         found += content_gated(case, render, added)
+        found += content_gated(case, render, added, (MARKED, UNMARKED), "content holding markup and an invisible mark")
         if case.name.startswith("a tool taking "):
             found += parameters_gated(case, render)
+    for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
+        found += content_gated(case, render, added)
     if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
         found.append(
             SafetyFinding(
