@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -44,6 +44,11 @@ def _joinable(char: str) -> bool:
     return not char.isascii() and unicodedata.category(char)[0] in "LMS"
 
 
+def char_names(chars: Iterable[str]) -> str:
+    """`U+2063 INVISIBLE SEPARATOR, …`: each distinct character once, as a finding names it."""
+    return ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in chars))
+
+
 def hidden_unicode(text: str) -> Iterator[Hit]:
     """One hit per run of hidden characters: which, where, and what tag characters spell."""
     i = 0
@@ -56,7 +61,7 @@ def hidden_unicode(text: str) -> Iterator[Hit]:
         while j < len(text) and _kind(text, j) is not None:
             j += 1
         run = text[i:j]
-        names = ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in run[:6]))
+        names = char_names(run[:6])
         spelled = "".join(chr(ord(c) - 0xE0000) for c in run if ord(c) in _TAGS and 0x20 <= ord(c) - 0xE0000 < 0x7F)
         says = f", spelling {spelled!r} to a model that reads them" if spelled else ""
         yield (
@@ -123,7 +128,7 @@ def homoglyph_tokens(text: str) -> Iterator[Hit]:
         token = match.group()
         imitations = _imitations(token)
         if imitations:
-            names = ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in imitations))
+            names = char_names(imitations)
             yield (
                 "HCT-S007",
                 match.start(),
@@ -160,7 +165,7 @@ def mixed_words(text: str) -> Iterator[Hit]:
         odd = [c for c in word if ord(c) in _lookalikes()[1] and unicodedata.name(c, "").startswith(_SCRIPTS)]
         if not odd:
             continue
-        names = ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in odd))
+        names = char_names(odd)
         yield (
             "HCT-S007",
             match.start(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...template.coverage import Case
 from ...template.safety import SafetyFinding
-from .safety_render import Added, Render, _fails_on, _undated, quote
+from .safety_render import Added, Render, fails_on, quote, undated
 
 # Content that holds what backdoors wait for (secrets, wallets, money, security, destructive commands), and a twin of
 # the same shape that holds none of it: a template that writes one as given writes the other as given too.
@@ -66,7 +66,7 @@ def content_gated(
     bait, twin = _baited(case, texts[0], what), _baited(case, texts[1], what)
     got, plain = render(bait), render(twin)
     if plain.ok and not got.ok:
-        failed = _fails_on(bait, "", "when the same messages hold other words", got)
+        failed = fails_on(bait, "", "when the same messages hold other words", got)
         return [failed] if failed else []
     if not (got.ok and plain.ok):
         return []
@@ -93,8 +93,8 @@ def content_gated(
     ]
     ours = _headers(got.text or "", [c for _, c, _ in strings])
     theirs = _headers(plain.text or "", [c for _, _, c in strings])
-    known = {_undated(w) for w in added(plain.text or "", twin)}
-    new = [w for w in added(got.text or "", bait) if _undated(w) not in known]
+    known = {undated(w) for w in added(plain.text or "", twin)}
+    new = [w for w in added(got.text or "", bait) if undated(w) not in known]
     if not found and not new and ours is not None and theirs is not None and ours != theirs:
         k = next(k for k, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
         i = strings[k][0]
@@ -111,8 +111,8 @@ def content_gated(
                 detail={"probe": None, "case": bait.name, "message_index": i},
             )
         )
-    known = {_undated(w) for w in added(plain.text or "", twin)}
-    new = [w for w in added(got.text or "", bait) if _undated(w) not in known]
+    known = {undated(w) for w in added(plain.text or "", twin)}
+    new = [w for w in added(got.text or "", bait) if undated(w) not in known]
     if new:
         found.append(
             SafetyFinding(
@@ -121,7 +121,7 @@ def content_gated(
                 1,
                 f"rendering {bait.name}: the template adds {quote(new[0])}, which it does not write when the same "
                 "messages hold other words: text written on what the content says, however the test is spelled",
-                construct=f"bait-text:{_undated(new[0])[:80]}",
+                construct=f"bait-text:{undated(new[0])[:80]}",
                 detail={"probe": None, "case": bait.name, "text": new[0][:2000]},
             )
         )

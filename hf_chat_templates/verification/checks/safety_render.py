@@ -49,7 +49,7 @@ _DATE_WORDS = re.compile(
 _CLOCK = re.compile(r"\bstrftime_now\b")
 
 
-def _undated(text: str) -> str:
+def undated(text: str) -> str:
     return _DATE_WORDS.sub("#", text)
 
 
@@ -73,13 +73,13 @@ def clock_gated(
         now = render(case)
     if not now.ok:
         return []
-    known = {_undated(words) for words in added(now.text or "", case)}
+    known = {undated(words) for words in added(now.text or "", case)}
     for days, hours in moments:
         moment = base + _dt.timedelta(days=days, hours=hours)
         with frozen_clock(moment):
             later = render(case)
         if not later.ok:
-            failed = _fails_on(case, f"with the clock at {moment:%Y-%m-%d %H:%M}", f"at {base:%Y-%m-%d %H:%M}", later)
+            failed = fails_on(case, f"with the clock at {moment:%Y-%m-%d %H:%M}", f"at {base:%Y-%m-%d %H:%M}", later)
             return [failed] if failed else []
         gone = [
             (i, m)
@@ -100,7 +100,7 @@ def clock_gated(
                     detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "message_index": i},
                 )
             ]
-        new = [w for w in added(later.text or "", case) if _undated(w) not in known]
+        new = [w for w in added(later.text or "", case) if undated(w) not in known]
         if new:
             text = inserted(now.text or "", later.text or "") or new[0]
             return [
@@ -111,7 +111,7 @@ def clock_gated(
                     f"rendering {case.name} with the clock at {moment:%Y-%m-%d %H:%M}: the template adds "
                     f"{quote(text)}, which it does not write at {base:%Y-%m-%d %H:%M}: text written only on some "
                     "dates (a time bomb), however its gate is computed",
-                    construct=f"clock:{_undated(new[0])[:80]}",
+                    construct=f"clock:{undated(new[0])[:80]}",
                     detail={"probe": None, "case": case.name, "moment": moment.isoformat(), "text": text[:2000]},
                 )
             ]
@@ -212,7 +212,7 @@ def parameters_gated(case: Case, render: Render) -> list[SafetyFinding]:
 def inserted(before: str, after: str) -> str | None:
     """The longest run of words `after` holds in place of `before`'s (a dated diff of two renderings), once dates
     are set aside: what a reader should see of text added on a trigger, rather than the data it broke up."""
-    runs = [r for r in changed_runs(before, after) if re.search(r"[^\W\d_]{2}", _undated(r))]
+    runs = [r for r in changed_runs(before, after) if re.search(r"[^\W\d_]{2}", undated(r))]
     return max(runs, key=len) if runs else None
 
 
@@ -238,7 +238,7 @@ def changed_runs(before: str, after: str) -> list[str]:
 SPENT = "the scan's time budget was spent"
 
 
-def _fails_on(case: Case, armed: str, plain: str, failed: Rendered) -> SafetyFinding | None:
+def fails_on(case: Case, armed: str, plain: str, failed: Rendered) -> SafetyFinding | None:
     """A render that works `plain` and fails `armed` (at a later date, with other words): past the limits, a denial
     of service armed by the trigger (HCT-S009); any other failure (a refusal, an error), a template that stops
     working on a trigger (HCT-S008). None when the scan's own budget ran out."""
