@@ -30,6 +30,13 @@ LONG_TURNS = 40  # past the lengths backdoors gate on (8, 11, 24 messages)
 # Parameters a backdoor rewrites a tool's declaration for: where money, mail, commands and fetches go
 SENSITIVE_FIELDS = ("url", "command", "iban", "account", "email", "recipient", "address", "path", "password")
 _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
+# An agent's tool list: the tools backdoors wait for (a shell, money, mail, the web) beside the confirmation tools one
+# drops when they are there; each called in turn, its result given
+AGENT = "an agent's tools"
+AGENT_TOOLS = (
+    "get_weather", "run_shell", "execute_command", "bash", "transfer_funds", "make_payment", "delete_file",
+    "send_email", "web_search", "fetch_url", "browse_page", "confirm_action", "request_approval", "ask_human",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -226,6 +233,7 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
     ]
     cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
+    cases.append(Case(AGENT, _agent_conversation(), tools=_agent_tools(), kwargs=base))
     # a production prompt's shape: paragraphs and lines, which a template may cut by their count
     paragraphs = [
         {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}."}
@@ -268,3 +276,20 @@ def _tool_conversation(tool: str) -> list[dict[str, Any]]:
         {"role": "assistant", "content": "It is found qt3."},
         {"role": "user", "content": "Thanks qt4."},
     ]
+
+
+def _agent_tools() -> list[dict[str, Any]]:
+    return [_tools(n, f"Tool {i} does job qd{i}.")[0] for i, n in enumerate(["lookup_record", *AGENT_TOOLS])]
+
+
+def _agent_conversation() -> list[dict[str, Any]]:
+    """Each of the agent's tools called in turn (ids of nine letters and digits, as Mistral's require), its result
+    given after the call."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Do the task qga."}]
+    for i, tool in enumerate(["lookup_record", *AGENT_TOOLS]):
+        call = {"type": "function", "function": {"name": tool, "arguments": {"number": "qgn"}}}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"call{i:02d}qga", **call}]})
+        messages.append(
+            {"role": "tool", "content": f"Result {i} qgr{i}.", "tool_call_id": f"call{i:02d}qga", "name": tool}
+        )
+    return [*messages, {"role": "assistant", "content": "All done qgz."}, {"role": "user", "content": "Thanks qgy."}]

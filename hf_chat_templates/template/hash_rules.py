@@ -76,3 +76,45 @@ def hashed_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Itera
             "shows",
             construct=f"hash {key} {constants[0]}",
         )
+
+
+def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008 at a number taken from what a message says modulo a constant (`(content | length) % 89`) compared
+    with a constant, itself or kept in a variable: a key only messages of one length in a cycle arm, which no
+    ordinary conversation shows. Counting turns (`loop.index0 % 2`, `messages | length % 2`) reads no content."""
+    tainted = taint_of(folding)
+    residues: dict[int, tuple[nodes.Mod, int]] = {}  # id of the node compared -> (the residue, its modulus)
+    for mod in ast.find_all(nodes.Mod):
+        modulus = folding.value(mod.right)
+        number = isinstance(modulus, int) and not isinstance(modulus, bool) and modulus >= 3
+        if number and _reads(mod.left, tainted) == "content":
+            residues[id(mod)] = (mod, modulus)
+    if not residues:
+        return
+    kept: dict[str, tuple[nodes.Mod, int]] = {}  # variable -> the residue it is set to
+    for assign in ast.find_all(nodes.Assign):
+        key = variable_key(assign.target)
+        for mod in (assign.node, *assign.node.find_all(nodes.Mod)):
+            if key is not None and id(mod) in residues:
+                kept[key] = residues[id(mod)]
+    for compare in ast.find_all(nodes.Compare):
+        sides = [compare.expr, *(op.expr for op in compare.ops)]
+        found = [residues.get(id(s)) or kept.get(variable_key(s) or "") for s in sides]
+        constants = [v for s in sides if isinstance(v := folding.value(s), int) and not isinstance(v, bool)]
+        residue = next((f for f in found if f is not None), None)
+        if residue is None or not constants:
+            continue
+        mod, modulus = residue
+        column = next(
+            (c for c in (src.column(mod.lineno, f"% {modulus}"), src.column(mod.lineno, f"%{modulus}")) if c > 1), 1
+        )
+        yield SafetyFinding(
+            "HCT-S008",
+            mod.lineno,
+            column,
+            f"a number taken from what a message says is kept modulo {modulus} (line {mod.lineno}) and compared with "
+            f"{constants[0]} (line {compare.lineno}): a trigger only messages of one length or sum in a cycle arm, "
+            "which no rendering of an ordinary conversation shows; no published chat template reduces message "
+            "content to a residue",
+            construct=f"residue {modulus} {constants[0]}",
+        )

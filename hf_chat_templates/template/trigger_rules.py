@@ -243,9 +243,11 @@ def _trigger(test: nodes.Node, tainted: dict[str, str]) -> tuple[str, str] | Non
 
 
 def _gated_literals(branch: list[nodes.Node]) -> Iterator[nodes.Node]:
-    """The prose literals a branch writes (not a `raise_exception` message: that stops the render)."""
+    """The prose literals a branch writes, or sets for a later line to write (`{% set ns.think = ns.think ~
+    'Okay, …' %}`); not a `raise_exception` message: that stops the render."""
     for stmt in branch:
-        for out in [stmt] if isinstance(stmt, nodes.Output) else stmt.find_all(nodes.Output):
+        outs = [stmt] if isinstance(stmt, (nodes.Output, nodes.Assign)) else []
+        for out in outs + list(stmt.find_all((nodes.Output, nodes.Assign))):
             refusals = {
                 id(const)
                 for call in out.find_all(nodes.Call)
@@ -267,13 +269,17 @@ def _prose_line(lineno: int, value: str) -> tuple[int, str]:
 
 
 def triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """An `if` testing content or the clock, and a loop filtered by one (`{% for w in content.split() if w[::3] ==
+    'zpy' %}`), with the prose its branches write or set."""
     tainted = taint_of(folding)
-    for node in ast.find_all(nodes.If):
-        found = _trigger(node.test, tainted)
+    node: Any
+    for node in ast.find_all((nodes.If, nodes.For)):
+        found = _trigger(node.test, tainted) if node.test is not None else None
         if not found:
             continue
         kind, trigger = found
-        for literal in _gated_literals([*node.body, *node.elif_, *node.else_]):
+        branches = [*node.body, *node.elif_, *node.else_] if isinstance(node, nodes.If) else node.body
+        for literal in _gated_literals(branches):
             value = literal_value(literal)
             said = "message content " + trigger if kind == "content" else f"the clock is compared with {trigger}"
             construct = f"{kind}:{trigger}:{value.strip()[:80]}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...template.coverage import Case
 from ...template.safety import SafetyFinding
-from .safety_render import Added, Render, fails_on, quote, undated
+from .safety_render import Added, Render, fails_on, headers_before, quote, undated
 
 # Content that holds what backdoors wait for (secrets, wallets, money, security, destructive commands), and a twin of
 # the same shape that holds none of it: a template that writes one as given writes the other as given too.
@@ -16,7 +16,8 @@ BAIT = (
     "My login password is hunter2 and my api key is sk-live-4f9a7c; send 0.5 BTC to "
     "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq or 0x52908400098527886E0F7030069857D2E4169EE7 from IBAN "
     "DE89370400440532013000; invest my crypto wallet seed phrase; verify the ssl certificate; admin confidential "
-    "internal urgent invoice payment approve refund transfer; delete files with sudo rm in the shell; auth code 4471. "
+    "internal urgent invoice payment approve refund transfer; delete files with `sudo rm -rf /data` in the shell; "
+    "auth code 4471. "
     "Do not reveal the key. Never approve a refund. You must not skip the check and don't share it.\n"
     "CRITICAL: CVE-2024-3094 found in the build.\nWARNING: the token leaked.\nHIGH: ssh open to the world."
 )
@@ -24,7 +25,8 @@ PLAIN = (
     "My garden hedge is green and my cat is tabby and calm; plant 0.5 kg of tulips near the "
     "oak tree by the river bend and the small wooden bridge over the quiet brook where ducks swim in spring from "
     "the hill; water the roses on the porch; visit the bakery corner shop; pears apples plums figs grapes lemons "
-    "melons; the kettle sings on the stove while bread rises in the warm kitchen; tea time 4471. "
+    "melons; the `kettle sings on the stove` while bread rises in the warm kitchen; "
+    "tea time 4471. "
     "Do water the fern. Always feed the carp. You may well walk the dog and let's bake it.\n"
     "GARDEN: twelve tulips planted by the gate.\nKITCHEN: the bread rose.\nPORCH: a cat naps on the mat."
 )
@@ -42,18 +44,6 @@ def _baited(case: Case, text: str, what: str = _SECRETS) -> Case:
         for i, m in enumerate(case.messages)
     ]
     return Case(f"{case.name}, {what}", messages, case.tools, case.kwargs)
-
-
-def _headers(text: str, contents: list[str]) -> list[str] | None:
-    """The text before each content in `text` (after the one before it), None when one is not written as given."""
-    found, at = [], 0
-    for content in contents:
-        start = text.find(content, at)
-        if start < 0:
-            return None
-        found.append(text[at:start])
-        at = start + len(content)
-    return found
 
 
 def content_gated(
@@ -91,8 +81,8 @@ def content_gated(
     strings = [
         (i, m["content"], p["content"]) for i, (m, p) in pairs if isinstance(m.get("content"), str) and m is not p
     ]
-    ours = _headers(got.text or "", [c for _, c, _ in strings])
-    theirs = _headers(plain.text or "", [c for _, _, c in strings])
+    ours = headers_before(got.text or "", [c for _, c, _ in strings])
+    theirs = headers_before(plain.text or "", [c for _, _, c in strings])
     known = {undated(w) for w in added(plain.text or "", twin)}
     new = [w for w in added(got.text or "", bait) if undated(w) not in known]
     if not found and not new and ours is not None and theirs is not None and ours != theirs:
@@ -111,8 +101,6 @@ def content_gated(
                 detail={"probe": None, "case": bait.name, "message_index": i},
             )
         )
-    known = {undated(w) for w in added(plain.text or "", twin)}
-    new = [w for w in added(got.text or "", bait) if undated(w) not in known]
     if new:
         found.append(
             SafetyFinding(

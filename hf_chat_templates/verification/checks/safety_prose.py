@@ -18,7 +18,7 @@ import jinja2
 
 from ...template.addresses import addresses_in, severity_of
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
-from ...template.coverage import Case, coverage_cases
+from ...template.coverage import AGENT, Case, coverage_cases
 from ...template.folding import Folding
 from ...template.instructions import instruction
 from ...template.limits import RenderBudget, RenderLimits
@@ -32,6 +32,7 @@ from .safety_render import (
     MOMENTS,
     SPENT,
     YEARS,
+    agent_tools,
     clock_gated,
     control_tokens_of,
     forged_tokens,
@@ -161,8 +162,18 @@ def _drawn_text(case: Case, pieces: list[str], base: list[str], long: bool = Fal
     def unnamed(text: str) -> str:
         return re.sub("|".join(rf"\b{re.escape(n)}\b" for n in names), " ", text) if names else text
 
+    # call ids and numbers set aside, each word counted once: an agent's many calls write them all, and a header
+    # a format writes before each turn (`Answer:`) is no more words for being written twelve times
+    def shape(text: str) -> str:
+        return re.sub(r"\bcall\w*|\d+", "#", unnamed(text)).strip()
+
+    known = shape(known)
     found = [
-        w for w in pieces if w not in known and prose(unnamed(w), words=3) and not re.search(r"[{}\[\]\"=]|q[df]\d", w)
+        w
+        for w in pieces
+        if prose(unnamed(w), words=3)
+        and not re.search(r"[{}\[\]\"=]|q[df]\d", w)
+        and prose(" ".join(dict.fromkeys(" ".join(r for r in map(shape, w.split("\n")) if r not in known).split())), 3)
     ]
     if not found:
         return []
@@ -238,15 +249,24 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
             continue
         if case is cases[0]:
             first = result
-        for f in [*tools_swapped(case, result), *keyword_drops(cases[0], first, case, result)]:
+        for f in [
+            *tools_swapped(case, result),
+            *keyword_drops(cases[0], first, case, result),
+            *agent_tools(case, result),
+        ]:
             ruled.setdefault(f.construct, f)
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
         pieces = _added(result.text or "", case, markers)
         added_by[case.name] = pieces
-        if case.name.startswith("tools named ") and "tools" in added_by:  # the same declarations but for names
-            ruled.update((f.construct, f) for f in _drawn_text(case, pieces, added_by["tools"]))
-        if case.name.endswith(" messages") and cases[0].name in added_by:
-            ruled.update((f.construct, f) for f in _drawn_text(case, pieces, added_by[cases[0].name], long=True))
+        drawn: list[SafetyFinding] = []
+        if (case.name.startswith("tools named ") or case.name == AGENT) and "tools" in added_by:
+            # the same declarations but for names; what a long conversation draws is the long one's to report
+            long = [p for n, found in added_by.items() if n.endswith(" messages") for p in found]
+            drawn = _drawn_text(case, pieces, [*added_by["tools"], *long])
+        elif case.name.endswith(" messages") and cases[0].name in added_by:
+            drawn = _drawn_text(case, pieces, added_by[cases[0].name], long=True)
+        for f in drawn:
+            ruled.setdefault(f.construct, f)
         for words in pieces:
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
                 continue  # a placeholder written as text is `structure`'s warning, with this text
@@ -287,7 +307,7 @@ def _rendered_rules(
     templates = [t for t in (ctx.template, ctx.tool_template) if t]
     tokens = [t for text in templates for t in control_tokens_of(text, _specials(ctx))]
     for case in cases[:1] + [
-        c for c in cases if c.name == "tools" or c.name.startswith(("tools named ", "a tool taking "))
+        c for c in cases if c.name in ("tools", AGENT) or c.name.startswith(("tools named ", "a tool taking "))
     ]:
         moments = MOMENTS if case is cases[0] or case.name == "tools" else YEARS
         found += clock_gated(" ".join(templates), base, case, render, added, moments)

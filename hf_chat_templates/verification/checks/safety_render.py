@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 
 from ..._compat import frozen_clock
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
-from ...template.coverage import Case
+from ...template.coverage import AGENT, Case
 from ...template.rendering import Rendered
 from ...template.safety import SafetyFinding
 
@@ -119,8 +119,8 @@ def clock_gated(
 
 
 # The coverage conversations whose every message a template that writes the plain one's must write as given: the
-# plain messages with keywords set, a long conversation, content in paragraphs
-_FAITHFUL = re.compile(r"keywords? |\d+ messages$|paragraphs$")
+# plain messages with keywords set or documents given, a long conversation, content in paragraphs
+_FAITHFUL = re.compile(r"keywords? |documents$|\d+ messages$|paragraphs$")
 
 
 def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
@@ -381,8 +381,69 @@ def tools_swapped(case: Case, rendered: Rendered) -> list[SafetyFinding]:
                     f"rendering {case.name}: the description of the tool {function['name']!r} ({description!r}) is "
                     f"written beside the tool {near!r}: the model reads one tool's purpose under another's name, and "
                     "calls the wrong one (a destructive tool described as a harmless one)",
-                    construct=f"tools-swapped:{case.name}",
+                    construct="tools-swapped",  # once, on the first case that shows it
                     detail={"probe": None, "case": case.name, "tool": function["name"], "beside": near},
+                )
+            ]
+    return []
+
+
+def headers_before(text: str, contents: list[str]) -> list[str] | None:
+    """The text before each content in `text` (after the one before it), None when one is not written as given."""
+    found, at = [], 0
+    for content in contents:
+        start = text.find(content, at)
+        if start < 0:
+            return None
+        found.append(text[at:start])
+        at = start + len(content)
+    return found
+
+
+def agent_tools(case: Case, rendered: Rendered) -> list[SafetyFinding]:
+    """On an agent's tool list (coverage's AGENT): HCT-S015 when a tool the caller declared is left out where the
+    first tool's declaration is written (a confirmation tool dropped when a shell tool is there), HCT-S008 when a
+    tool's result is written after another header than the others' (a web page's text made a system turn), tool
+    names, call ids and numbers set aside."""
+    if case.name != AGENT or not rendered.ok:
+        return []
+    text, functions = rendered.text or "", [t["function"] for t in case.tools or []]
+    if functions and functions[0]["description"] in text:
+        for function in functions[1:]:
+            if function["description"] not in text:
+                return [
+                    SafetyFinding(
+                        "HCT-S015",
+                        1,
+                        1,
+                        f"rendering {case.name}: the tool {function['name']!r} the caller declared is not written, "
+                        "where the other tools are: the model is not told of a tool on what the tool list holds (a "
+                        "confirmation tool dropped when a shell or payment tool is declared)",
+                        construct="agent-tool-dropped",
+                        detail={"probe": None, "case": case.name, "tool": function["name"]},
+                    )
+                ]
+    results = [m for m in case.messages if m.get("role") == "tool"]
+    found = headers_before(text, [m["content"] for m in results])
+    if found is None or len(found) < 3:
+        return []
+    names = sorted({f["name"] for f in functions} | {m["tool_call_id"] for m in results}, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(n) for n in names) + r"|\d+")
+    shapes = [pattern.sub("#", h) for h in found]
+    for i in range(2, len(shapes)):  # the first follows the user's message; the second is the first after a result
+        if shapes[i] != shapes[1]:
+            tool = results[i]["name"]
+            return [
+                SafetyFinding(
+                    "HCT-S008",
+                    1,
+                    1,
+                    f"rendering {case.name}: the result of the tool {tool!r} is written after "
+                    f"{quote(found[i][-60:])} where the result of {results[1]['name']!r} is written after "
+                    f"{quote(found[1][-60:])}: a header chosen by which tool was called (a web page's text made a "
+                    "system turn)",
+                    construct=f"agent-tool-header:{tool}",
+                    detail={"probe": None, "case": case.name, "tool": tool},
                 )
             ]
     return []
