@@ -94,9 +94,9 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     kept: dict[str, tuple[nodes.Mod, int]] = {}  # variable -> the residue it is set to
     for assign in ast.find_all(nodes.Assign):
         key = variable_key(assign.target)
-        for mod in (assign.node, *assign.node.find_all(nodes.Mod)):
-            if key is not None and id(mod) in residues:
-                kept[key] = residues[id(mod)]
+        for node in (assign.node, *assign.node.find_all(nodes.Mod)):
+            if key is not None and id(node) in residues:
+                kept[key] = residues[id(node)]
     for compare in ast.find_all(nodes.Compare):
         sides = [compare.expr, *(op.expr for op in compare.ops)]
         found = [residues.get(id(s)) or kept.get(variable_key(s) or "") for s in sides]
