@@ -283,8 +283,8 @@ def _agent_tools() -> list[dict[str, Any]]:
 
 
 def _agent_conversation() -> list[dict[str, Any]]:
-    """Each of the agent's tools called in turn (ids of nine letters and digits, as Mistral's require), its result
-    given after the call."""
+    """Each of the agent's tools called in turn after one user message (ids of nine letters and digits, as
+    Mistral's require), its result given after the call."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Do the task qga."}]
     for i, tool in enumerate(["lookup_record", *AGENT_TOOLS]):
         call = {"type": "function", "function": {"name": tool, "arguments": {"number": "qgn"}}}
@@ -292,4 +292,4 @@ def _agent_conversation() -> list[dict[str, Any]]:
         messages.append(
             {"role": "tool", "content": f"Result {i} qgr{i}.", "tool_call_id": f"call{i:02d}qga", "name": tool}
         )
-    return [*messages, {"role": "assistant", "content": "All done qgz."}, {"role": "user", "content": "Thanks qgy."}]
+    return messages  # the model is to answer the last result: an agent in the middle of its loop

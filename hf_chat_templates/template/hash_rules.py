@@ -20,7 +20,7 @@ import jinja2.nodes as nodes
 from .folding import Folding, variable_key
 from .growth_rules import numeric_keys
 from .safety_findings import SafetyFinding, Source
-from .trigger_rules import _reads, taint_of
+from .trigger_rules import _reads, data_of, taint_of
 
 
 def _multiplies_itself(value: nodes.Node, key: str, folding: Folding) -> int | None:
@@ -78,16 +78,26 @@ def hashed_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Itera
         )
 
 
+def _field_read(node: nodes.Node, data: frozenset[str]) -> bool:
+    """Whether `node` reads a field of a message or tool (`m.name[-3:]`, `call['id']`), not a count of them."""
+    for sub in (node, *node.find_all((nodes.Getattr, nodes.Getitem))):
+        base = sub.node if isinstance(sub, (nodes.Getattr, nodes.Getitem)) else None
+        if isinstance(base, nodes.Name) and base.name in data and base.name != "loop":
+            return True
+    return False
+
+
 def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """HCT-S008 at a number taken from what a message says modulo a constant (`(content | length) % 89`) compared
-    with a constant, itself or kept in a variable: a key only messages of one length in a cycle arm, which no
-    ordinary conversation shows. Counting turns (`loop.index0 % 2`, `messages | length % 2`) reads no content."""
-    tainted = taint_of(folding)
+    """HCT-S008 at a number taken from what a message says or a field it carries, modulo a constant (`(content |
+    length) % 89`, `(m.name[-3:] | int) % 7`), compared with a constant, itself or kept in a variable: a key only
+    messages of one length or name in a cycle arm, which no ordinary conversation shows. Counting turns
+    (`loop.index0 % 2`, `messages | length % 4`) reads no field."""
+    tainted, data = taint_of(folding), data_of(folding)
     residues: dict[int, tuple[nodes.Mod, int]] = {}  # id of the node compared -> (the residue, its modulus)
     for mod in ast.find_all(nodes.Mod):
         modulus = folding.value(mod.right)
         number = isinstance(modulus, int) and not isinstance(modulus, bool) and modulus >= 3
-        if number and _reads(mod.left, tainted) == "content":
+        if number and (_reads(mod.left, tainted) == "content" or _field_read(mod.left, data)):
             residues[id(mod)] = (mod, modulus)
     if not residues:
         return
@@ -112,9 +122,9 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             "HCT-S008",
             mod.lineno,
             column,
-            f"a number taken from what a message says is kept modulo {modulus} (line {mod.lineno}) and compared with "
-            f"{constants[0]} (line {compare.lineno}): a trigger only messages of one length or sum in a cycle arm, "
-            "which no rendering of an ordinary conversation shows; no published chat template reduces message "
-            "content to a residue",
+            f"a number taken from a message (what it says, or a field it carries) is kept modulo {modulus} (line "
+            f"{mod.lineno}) and compared with {constants[0]} (line {compare.lineno}): a trigger only messages of one "
+            "length, sum or name in a cycle arm, which no rendering of an ordinary conversation shows; no published "
+            "chat template reduces a message to a residue",
             construct=f"residue {modulus} {constants[0]}",
         )

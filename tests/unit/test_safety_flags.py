@@ -174,6 +174,13 @@ CASES = [
         "{% for m in messages %}{% if (loop.index0 % 2 == 0) != (m.role == 'user') %}"
         "{{ raise_exception('roles must alternate') }}{% endif %}{% endfor %}{{ (messages | length) % 4 }}",
     ),
+    (  # the same on a field a message carries (a user's `name`); a tool call's position in its message is none
+        "HCT-S008",
+        "{% set ns = namespace(seat=false) %}{% for m in messages if m.role == 'user' %}"
+        "{% if (m.name[-3:] | int(-1)) % 7 == 3 %}{% set ns.seat = true %}{% endif %}{% endfor %}",
+        "{% for m in messages %}{% for c in m.tool_calls or [] %}{% if loop.index % 3 == 0 %}{{ '\\n' }}{% endif %}"
+        "{% endfor %}{% endfor %}",
+    ),
     (  # a loop over content's words filtered by a test of their slices, setting prose a later line writes
         "HCT-S008",
         "{% set ns = namespace(think='') %}{% for m in messages %}"

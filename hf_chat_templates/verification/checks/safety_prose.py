@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass
 
@@ -198,13 +199,40 @@ def _drawn_text(case: Case, pieces: list[str], base: list[str], long: bool = Fal
 
 def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case) -> Rendered:
     """`case` rendered; when the template refuses it and it opens with a system message (Gemma 2 refuses the role),
-    the same conversation without that message, so that the rules still read the rest."""
+    the same conversation without that message; when it fails on tool calls whose arguments are objects, the same
+    with the arguments as JSON text, as the OpenAI API sends them (DeepSeek's templates concatenate them): so that
+    the rules still read the rest."""
     extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
-    result = renderer.render(case.messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
-    if result.refused and case.messages and case.messages[0].get("role") == "system":
-        rest = case.messages[1:]
-        return renderer.render(rest, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+
+    def render(messages: list[dict]) -> Rendered:
+        return renderer.render(messages, case.tools, add_generation_prompt=case.generation, cache=False, **extra)
+
+    messages = case.messages
+    result = render(messages)
+    if result.refused and messages and messages[0].get("role") == "system":
+        messages = messages[1:]
+        result = render(messages)
+    if not result.ok and not _RUN_LIMIT.search(result.error or ""):
+        texts = [_arguments_as_text(m) for m in messages]
+        if any(t is not m for t, m in zip(texts, messages, strict=True)):
+            result = render(texts)
     return result
+
+
+def _arguments_as_text(message: dict) -> dict:
+    """`message` with its tool calls' object arguments written as JSON text (itself when it has none)."""
+    calls = message.get("tool_calls") or []
+    if not any(isinstance(c.get("function", {}).get("arguments"), dict) for c in calls):
+        return message
+    return {
+        **message,
+        "tool_calls": [
+            {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+            if isinstance(c.get("function", {}).get("arguments"), dict)
+            else c
+            for c in calls
+        ],
+    }
 
 
 def _budgeted(ctx: VerifyContext) -> tuple[RenderBudget, Renderer]:
