@@ -17,10 +17,10 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .folding import Folding, variable_key
+from .folding import Folding, undeclared_names, variable_key
 from .growth_rules import numeric_keys
 from .safety_findings import SafetyFinding, Source
-from .trigger_rules import _reads, data_of, taint_of
+from .trigger_rules import DATA_NAMES, _reads, data_of, taint_of
 
 
 def _multiplies_itself(value: nodes.Node, key: str, folding: Folding) -> int | None:
@@ -39,10 +39,14 @@ def _hashes(ast: nodes.Template, folding: Folding) -> dict[str, tuple[int, nodes
     """Numeric variables set, in a loop over message data (or from it), to themselves times a constant plus more:
     variable -> (the factor, the assignment)."""
     numbers, tainted = numeric_keys(ast), taint_of(folding)
+    keywords = undeclared_names(ast) - DATA_NAMES  # what a caller passes (`chat_template_kwargs`)
     found: dict[str, tuple[int, nodes.Node]] = {}
     loop: Any
     for loop in ast.find_all(nodes.For):
-        reads_data = _reads(loop.iter, tainted) is not None
+        passed = any(
+            n.name in keywords for n in (loop.iter, *loop.iter.find_all(nodes.Name)) if isinstance(n, nodes.Name)
+        )
+        reads_data = _reads(loop.iter, tainted) is not None or passed
         for assign in loop.find_all(nodes.Assign):
             key = variable_key(assign.target)
             if key not in numbers or key is None:
@@ -70,7 +74,8 @@ def hashed_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Itera
             "HCT-S008",
             compare.lineno,
             src.column(compare.lineno, key.split(".")[-1]),
-            f"`{key}` is a number computed from what a message says, character by character, multiplied by {factor} "
+            f"`{key}` is a number computed from what a message says (or a keyword the caller passes), character by "
+            f"character, multiplied by {factor} "
             f"at each step (line {assign.lineno}: a hash), and compared with {constants[0]}: a passphrase trigger "
             "that only a message hashing to that constant arms, which no rendering and no reading of the template "
             "shows",
@@ -127,4 +132,50 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             "length, sum or name in a cycle arm, which no rendering of an ordinary conversation shows; no published "
             "chat template reduces a message to a residue",
             construct=f"residue {modulus} {constants[0]}",
+        )
+
+
+def _sizes(ast: nodes.Template, folding: Folding) -> dict[str, nodes.Node]:
+    """Numeric variables that add up the length of what messages say, in a loop (`{% set b.n = b.n +
+    m.content | length %}`): variable -> the assignment."""
+    numbers, tainted = numeric_keys(ast), taint_of(folding)
+    found: dict[str, nodes.Node] = {}
+    for assign in ast.find_all(nodes.Assign):
+        key = variable_key(assign.target)
+        if key is None or key not in numbers or not isinstance(assign.node, nodes.Add):
+            continue
+        sides = (assign.node.left, assign.node.right)
+        adds_itself = any(variable_key(side) == key for side in sides)
+        lengths = [
+            f for side in sides for f in (side, *side.find_all(nodes.Filter)) if isinstance(f, nodes.Filter)
+            and f.name in ("length", "count") and f.node is not None and _reads(f.node, tainted) == "content"
+        ]  # fmt: skip
+        if adds_itself and lengths:
+            found.setdefault(key, assign)
+    return found
+
+
+def size_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008 (a warning) at a comparison of the conversation's total size, added up from what its messages say,
+    with a constant: a template that writes or drops something once a conversation holds that much text (the system
+    prompt emptied past a "context budget"), which no rendering of an ordinary conversation reaches."""
+    sizes = _sizes(ast, folding)
+    for compare in ast.find_all(nodes.Compare) if sizes else ():
+        sides = [compare.expr, *(op.expr for op in compare.ops)]
+        keys = [
+            k for s in sides for n in (s, *s.find_all((nodes.Name, nodes.Getattr))) if (k := variable_key(n)) in sizes
+        ]
+        constants = [v for s in sides if isinstance(v := folding.value(s), int) and not isinstance(v, bool)]
+        if not keys or not constants:
+            continue
+        yield SafetyFinding(
+            "HCT-S008",
+            compare.lineno,
+            src.column(compare.lineno, keys[0].split(".")[-1]),
+            f"`{keys[0]}` adds up the length of what the messages say (line {sizes[keys[0]].lineno}) and is compared "
+            f"with {constants[0]}: what the template writes changes once a conversation holds that much text (a "
+            'system prompt emptied past a "context budget"), which no test conversation reaches; no published chat '
+            "template measures the conversation's text",
+            severity="warning",
+            construct=f"size {keys[0]} {constants[0]}",
         )
