@@ -27,12 +27,14 @@ ROLES = ("system", "user", "assistant", "tool")
 MAX_LITERALS = 24  # branch literals tried, one conversation each
 MAX_TOOL_WORDS = 8  # tools named by the words a template tests, in one conversation
 LONG_TURNS = 40  # past the lengths backdoors gate on (8, 11, 24 messages)
+LONG_ROWS = 2200  # lines of a pasted log: about 100,000 characters in one message
 # Parameters a backdoor rewrites a tool's declaration for: where money, mail, commands and fetches go
 SENSITIVE_FIELDS = ("url", "command", "iban", "account", "email", "recipient", "address", "path", "password")
 _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
 # An agent's tool list: the tools backdoors wait for (a shell, money, mail, the web) beside the confirmation tools one
 # drops when they are there; each called in turn, its result given
 AGENT = "an agent's tools"
+_WEB_TOOLS = ("web_search", "fetch_url", "browse_page")
 AGENT_TOOLS = (
     "get_weather", "run_shell", "execute_command", "bash", "transfer_funds", "make_payment", "delete_file",
     "send_email", "web_search", "fetch_url", "browse_page", "confirm_action", "request_approval", "ask_human",
@@ -234,6 +236,14 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     ]
     cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
     cases.append(Case(AGENT, _agent_conversation(), tools=_agent_tools(), kwargs=base))
+    # a log or a page pasted whole, past the sizes a "context budget" gates on and large enough that a loop over it
+    # inside a loop over it runs past the render limits; lines of words and commas, as a CSV or a log
+    rows = "".join(f"row {i}, host qlh{i}, status ok, took {i % 97} ms\n" for i in range(LONG_ROWS))
+    pasted = _tool_conversation("lookup_record")
+    pasted[2] = {**pasted[2], "content": f"Log qlm0:\n{rows}"}  # the tool's result: a log it fetched
+    pasted = [plain[0], *pasted]
+    size = len(pasted[3]["content"])
+    cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
     # a production prompt's shape: paragraphs and lines, which a template may cut by their count
     paragraphs = [
         {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}."}
@@ -287,9 +297,11 @@ def _agent_conversation() -> list[dict[str, Any]]:
     Mistral's require), its result given after the call."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Do the task qga."}]
     for i, tool in enumerate(["lookup_record", *AGENT_TOOLS]):
-        call = {"type": "function", "function": {"name": tool, "arguments": {"number": "qgn"}}}
+        arguments, result = {"number": "qgn"}, f"Result {i} qgr{i}."
+        if tool in _WEB_TOOLS:  # a page fetched from a link: its text, long and not JSON
+            arguments = {"url": f"https://example.com/qgu{i}"}
+            result = f"Page qgr{i}. " + " ".join(f"Line {k} of the page text qgp{i}x{k}." for k in range(16))
+        call = {"type": "function", "function": {"name": tool, "arguments": arguments}}
         messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"call{i:02d}qga", **call}]})
-        messages.append(
-            {"role": "tool", "content": f"Result {i} qgr{i}.", "tool_call_id": f"call{i:02d}qga", "name": tool}
-        )
+        messages.append({"role": "tool", "content": result, "tool_call_id": f"call{i:02d}qga", "name": tool})
     return messages  # the model is to answer the last result: an agent in the middle of its loop

@@ -153,12 +153,28 @@ def _factor(
             old, new = (folding.value(a) for a in args[:2])
             if _reads(base, key) and isinstance(old, str) and isinstance(new, str) and old and old in new:
                 factor *= len(new) / len(old)
+            elif _reads(base, key) and _empty(args[0], folding) and (new or _reads(args[1], key)):
+                # `s | replace(s[:0], s)`: the new text written before every character and after the last, as
+                # many times as the text is long: ten for a word, counted as ten
+                factor *= 10
+
         elif isinstance(node, nodes.Filter) and node.name in _PADS and node.args and node.node is not None:
             width = node.args[0]  # `s | center(s | length * 2)`: padded to a multiple of its own size
             if _reads(node.node, key) and _sized_by(width, key):
                 count = [folding.value(n) for n in width.find_all(nodes.Const)]
                 factor = max(factor, max((c for c in count if isinstance(c, int) and c >= 2), default=1))
     return factor
+
+
+def _empty(node: nodes.Node, folding: Folding) -> bool:
+    """Whether `node` is the empty string whatever the data: `''` folded, or a slice that takes nothing (`s[:0]`)."""
+    if folding.value(node) == "":
+        return True
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
+        start = folding.value(node.arg.start) if node.arg.start is not None else 0
+        stop = folding.value(node.arg.stop) if node.arg.stop is not None else None
+        return isinstance(stop, int) and start == stop and node.arg.step is None
+    return False
 
 
 def _replace_args(node: nodes.Node) -> tuple[nodes.Expr, list[nodes.Expr]] | None:

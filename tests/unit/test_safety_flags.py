@@ -181,6 +181,14 @@ CASES = [
         "{% for m in messages %}{% for c in m.tool_calls or [] %}{% if loop.index % 3 == 0 %}{{ '\\n' }}{% endif %}"
         "{% endfor %}{% endfor %}",
     ),
+    (  # a replacement of the empty string (a slice that takes nothing): the text written between every two
+        # characters, squared on each pass; a replacement of a word by a longer one, once, is not growth
+        "HCT-S009",
+        "{% set loc = namespace(s=messages[0].content | string) %}{% for _ in range(7) %}"
+        "{% set loc.s = loc.s | replace(loc.s[:0], loc.s) %}{% endfor %}",
+        "{% set loc = namespace(s=(messages[0].location or '') | string) %}{% for _ in range(7) %}"
+        "{% set loc.s = loc.s | replace('RU', 'Russia') %}{% endfor %}{{ loc.s }}",
+    ),
     (  # a hash of a keyword the caller passes: a tenant's passphrase; a keyword only compared is not hashed
         "HCT-S008",
         "{% set ov = namespace(h=0) %}{% if add_vision_id is string %}{% for c in add_vision_id %}"

@@ -119,8 +119,8 @@ def clock_gated(
 
 
 # The coverage conversations whose every message a template that writes the plain one's must write as given: the
-# plain messages with keywords set or documents given, a long conversation, content in paragraphs
-_FAITHFUL = re.compile(r"keywords? |documents$|\d+ messages$|paragraphs$")
+# plain messages with keywords set or documents given, a long conversation, content in paragraphs, a long message
+_FAITHFUL = re.compile(r"keywords? |documents$|\d+ messages$|paragraphs$|a message of [\d,]+ characters$")
 
 
 def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
@@ -427,7 +427,10 @@ def agent_tools(case: Case, rendered: Rendered) -> list[SafetyFinding]:
     found = headers_before(text, [m["content"] for m in results])
     if found is None or len(found) < 3:
         return []
-    names = sorted({f["name"] for f in functions} | {m["tool_call_id"] for m in results}, key=len, reverse=True)
+    calls = [c["function"] for m in case.messages for c in m.get("tool_calls") or []]
+    arguments = {str(w) for c in calls if isinstance(c["arguments"], dict) for kv in c["arguments"].items() for w in kv}
+    # a call's name, id and arguments set aside: the header is the rest
+    names = sorted({f["name"] for f in functions} | {m["tool_call_id"] for m in results} | arguments, key=len)[::-1]
     pattern = re.compile("|".join(re.escape(n) for n in names) + r"|\d+")
     shapes = [pattern.sub("#", h) for h in found]
     for i in range(2, len(shapes)):  # the first follows the user's message; the second is the first after a result
@@ -456,8 +459,14 @@ def over_budget(case: Case, why: str) -> SafetyFinding:
         1,
         1,
         f"rendering {case.name} ({len(case.messages)} messages, {len(case.tools or [])} tool(s)) ran past the render "
-        f"limits: {why}: work this size on a conversation this small is unbounded work on the input's shape (a "
-        "size, a depth or a repeat computed from it)",
+        f"limits: {why}: "
+        + (
+            "work past the limits on one message of the size a web page, a log or a CSV a tool returns is work that "
+            "grows faster than the text (a loop over it inside a loop over it)"
+            if case.name.endswith(" characters")
+            else "work this size on a conversation this small is unbounded work on the input's shape (a size, a "
+            "depth or a repeat computed from it)"
+        ),
         severity="warning",
         construct=f"budget:{case.name}",
         detail={"probe": None, "case": case.name},
