@@ -28,7 +28,7 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from .safety_bait import MARKED, UNMARKED, content_gated
+from .safety_bait import DENSE, MARKED, SPACED, UNMARKED, annotated_parts, content_gated
 from .safety_render import (
     MOMENTS,
     SPENT,
@@ -344,6 +344,10 @@ def _rendered_rules(
         found += content_gated(case, render, added, (MARKED, UNMARKED), "content holding markup and an invisible mark")
         if case.name.startswith("a tool taking "):
             found += parameters_gated(case, render)
+        if case is cases[0]:
+            found += content_gated(case, render, added, (DENSE, SPACED), "content in a script written without spaces")
+        if case.name == "tools":
+            found += annotated_parts(case, render)
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
         found += content_gated(case, render, added)
     if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
