@@ -230,28 +230,7 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         fields = ", ".join(repr(w) for w in taken)
         taking = _tools(fields=tuple(taken))
         cases.append(Case(f"a tool taking {fields}", _tool_conversation("lookup_record"), tools=taking, kwargs=base))
-    long = [{"role": "system", "content": "Long system ql0."}]
-    long += [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
-    ]
-    cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
-    cases.append(Case(AGENT, _agent_conversation(), tools=_agent_tools(), kwargs=base))
-    # a log or a page pasted whole, past the sizes a "context budget" gates on and large enough that a loop over it
-    # inside a loop over it runs past the render limits; lines of words and commas, as a CSV or a log
-    rows = "".join(f"row {i}, host qlh{i}, status ok, took {i % 97} ms\n" for i in range(LONG_ROWS))
-    pasted = _tool_conversation("lookup_record")
-    pasted[2] = {**pasted[2], "content": f"Log qlm0:\n{rows}"}  # the tool's result: a log it fetched
-    pasted = [plain[0], *pasted]
-    size = len(pasted[3]["content"])
-    cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
-    # a production prompt's shape: paragraphs and lines, which a template may cut by their count
-    paragraphs = [
-        {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}."}
-        for i, m in enumerate(plain)
-    ]
-    cases.append(Case("paragraphs", paragraphs, kwargs=base))
-    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
-    cases.append(Case("content parts", parts, kwargs=base))
+    cases += _shaped(plain, base)
     if "documents" in undeclared_names(ast):
         documents = [{"title": "Record qd1", "text": "Record text qd2."}]
         cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
@@ -274,6 +253,34 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
             {"role": "user", "content": f"qb2 {literal}"},
         ]
         cases.append(Case(f"content {literal!r}", messages, kwargs=base))
+    return cases
+
+
+def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
+    """The conversations of a production's shapes: long, an agent's loop, a pasted log, paragraphs, parts."""
+    cases: list[Case] = []
+    long = [{"role": "system", "content": "Long system ql0."}]
+    long += [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Turn {i} ql{i + 1}."} for i in range(LONG_TURNS)
+    ]
+    cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
+    cases.append(Case(AGENT, _agent_conversation(), tools=_agent_tools(), kwargs=base))
+    # a log or a page pasted whole, past the sizes a "context budget" gates on and large enough that a loop over it
+    # inside a loop over it runs past the render limits; lines of words and commas, as a CSV or a log
+    rows = "".join(f"row {i}, host qlh{i}, status ok, took {i % 97} ms\n" for i in range(LONG_ROWS))
+    pasted = _tool_conversation("lookup_record")
+    pasted[2] = {**pasted[2], "content": f"Log qlm0:\n{rows}"}  # the tool's result: a log it fetched
+    pasted = [plain[0], *pasted]
+    size = len(pasted[3]["content"])
+    cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
+    # a production prompt's shape: paragraphs and lines, which a template may cut by their count
+    paragraphs = [
+        {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}."}
+        for i, m in enumerate(plain)
+    ]
+    cases.append(Case("paragraphs", paragraphs, kwargs=base))
+    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
+    cases.append(Case("content parts", parts, kwargs=base))
     return cases
 
 
