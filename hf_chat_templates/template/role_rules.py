@@ -188,17 +188,25 @@ def _format_test(cond: nodes.Node) -> bool:
     return "type" in keys or ("role" in keys and "system" in said)
 
 
+def _role_test(cond: nodes.Compare) -> bool:
+    """`m.role == 'system'`: whose branch is which is read from the `if` it guards (`formats`), not here."""
+    keys = {n.attr for n in cond.find_all(nodes.Getattr)} | {const_string(n.arg) for n in cond.find_all(nodes.Getitem)}
+    return "role" in keys and "type" not in keys
+
+
 def moved_words(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008: under a test of what a message says, its words kept in a variable written outside the turns (the
     system prompt) or the conversation rebuilt (`{% set messages = … %}`)."""
     tainted, sets = taint_of(folding), assigned_of(folding)
     outside = _outside_turns(ast)
+    # what runs where a format test holds (a system message's own branch): not its `elif` or `else`, which run
+    # where it does not (`{% elif role == 'user' %}`)
+    formats = {id(n) for i in ast.find_all(nodes.If) if _format_test(i.test) for s in i.body
+               for n in (s, *s.find_all(nodes.Assign))}  # fmt: skip
     for node, conds in guarded(ast):
-        if (
-            not isinstance(node, nodes.Assign)
-            or any(_format_test(c) for c in conds)
-            or not _carries(node.node, tainted)
-        ):
+        if not isinstance(node, nodes.Assign) or id(node) in formats or not _carries(node.node, tainted):
+            continue
+        if any(_format_test(c) for c in conds if not isinstance(c, nodes.Compare) or not _role_test(c)):
             continue
         key = variable_key(node.target)
         if key not in outside and key not in DATA_NAMES:

@@ -189,6 +189,16 @@ CASES = [
         "{% set loc = namespace(s=(messages[0].location or '') | string) %}{% for _ in range(7) %}"
         "{% set loc.s = loc.s | replace('RU', 'Russia') %}{% endfor %}{{ loc.s }}",
     ),
+    (  # a user's words made the system prompt when they are wrapped in the same three marks (no literal tested),
+        # in the user's branch after the system message's own; the system message's own branch is the format
+        "HCT-S008",
+        "{% set ns = namespace(sp='') %}{% for m in messages %}{% if m.role == 'system' %}{% set ns.sp = m.content %}"
+        "{% elif m.role == 'user' %}{% set c = m.content %}{% if c[:3] == c[-3:] and not c[:3].isalnum() %}"
+        "{% set ns.sp = c[3:-3] %}{% endif %}{% endif %}{% endfor %}{{ ns.sp }}",
+        "{% set ns = namespace(sp='') %}{% for m in messages %}{% if m.role == 'system' %}"
+        "{% if m.content[:3] == '###' %}{% set ns.sp = m.content[3:] %}{% else %}{% set ns.sp = m.content %}{% endif %}"
+        "{% endif %}{% endfor %}{{ ns.sp }}",
+    ),
     (  # a hash of a keyword the caller passes: a tenant's passphrase; a keyword only compared is not hashed
         "HCT-S008",
         "{% set ov = namespace(h=0) %}{% if add_vision_id is string %}{% for c in add_vision_id %}"
