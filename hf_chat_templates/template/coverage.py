@@ -28,6 +28,7 @@ MAX_LITERALS = 24  # branch literals tried, one conversation each
 MAX_TOOL_WORDS = 8  # tools named by the words a template tests, in one conversation
 LONG_TURNS = 40  # past the lengths backdoors gate on (8, 11, 24 messages)
 LONG_ROWS = 2200  # lines of a pasted log: about 100,000 characters in one message
+PROMPT_RULES = 250  # rules of a production system prompt: about 11,000 characters
 # Parameters a backdoor rewrites a tool's declaration for: where money, mail, commands and fetches go
 SENSITIVE_FIELDS = ("url", "command", "iban", "account", "email", "recipient", "address", "path", "password")
 _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
@@ -266,11 +267,14 @@ def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
     cases.append(Case(f"{LONG_TURNS + 1} messages", [*long, {"role": "user", "content": "Last ql99?"}], kwargs=base))
     cases.append(Case(AGENT, _agent_conversation(), tools=_agent_tools(), kwargs=base))
     # a log or a page pasted whole, past the sizes a "context budget" gates on and large enough that a loop over it
-    # inside a loop over it runs past the render limits; lines of words and commas, as a CSV or a log
+    # inside a loop over it runs past the render limits; lines of words and commas, as a CSV or a log; and a system
+    # prompt of a production's length
     rows = "".join(f"row {i}, host qlh{i}, status ok, took {i % 97} ms\n" for i in range(LONG_ROWS))
     pasted = _tool_conversation("lookup_record")
     pasted[2] = {**pasted[2], "content": f"Log qlm0:\n{rows}"}  # the tool's result: a log it fetched
-    pasted = [plain[0], *pasted]
+    # after a production system prompt: a persona, then a list of rules, some ten thousand characters
+    rules = "".join(f"- Rule {i}: never do the thing named qsr{i}.\n" for i in range(PROMPT_RULES))
+    pasted = [{"role": "system", "content": f"You are the helper qsp0.\n\nRules:\n{rules}"}, *pasted]
     size = len(pasted[3]["content"])
     cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
     # a production prompt's shape: paragraphs and lines, which a template may cut by their count

@@ -602,6 +602,13 @@ def test_a_system_prompt_dropped_past_a_size_and_a_loop_quadratic_in_a_message_a
     )
     (found,) = [f for f in _rules_of(good, quadratic) if f["rule"] == "HCT-S009"]
     assert found["severity"] == "warning" and "a loop over it inside a loop over it" in found["message"]
+    # a system prompt of a production's length kept to its first paragraph (its persona, not its rules)
+    persona = GOOD.replace(
+        "{{- m.content -}}",
+        "{{- m.content.split('\\n\\n')[0] if m.role == 'system' and m.content | length > 1200 else m.content -}}",
+    )
+    (found,) = [f for f in _rules_of(good, persona) if f["rule"] == "HCT-S015"]
+    assert "message 0's content (system) is not written as given" in found["message"]
     counted = "{%- set total = messages | map(attribute='content') | select('string') | map('length') | sum -%}" + GOOD
     assert not [f for f in _rules_of(good, counted) if f["severity"] in ("error", "warning")]
 
