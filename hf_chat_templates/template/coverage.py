@@ -271,11 +271,13 @@ def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
     # prompt of a production's length
     rows = "".join(f"row {i}, host qlh{i}, status ok, took {i % 97} ms\n" for i in range(LONG_ROWS))
     pasted = _tool_conversation("lookup_record")
-    pasted[2] = {**pasted[2], "content": f"Log qlm0:\n{rows}"}  # the tool's result: a log it fetched
+    pasted[0] = {**pasted[0], "content": f"Summarise this log qlm0:\n{rows}"}  # pasted by the user
+    # the tool's result: a page it fetched, a tenth of the size
+    pasted[2] = {**pasted[2], "content": f"Page qlm1:\n{rows[: len(rows) // 10]}"}
     # after a production system prompt: a persona, then a list of rules, some ten thousand characters
     rules = "".join(f"- Rule {i}: never do the thing named qsr{i}.\n" for i in range(PROMPT_RULES))
     pasted = [{"role": "system", "content": f"You are the helper qsp0.\n\nRules:\n{rules}"}, *pasted]
-    size = len(pasted[3]["content"])
+    size = len(pasted[1]["content"])
     cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
     # a production prompt's shape: paragraphs and lines, which a template may cut by their count
     paragraphs = [
@@ -285,6 +287,15 @@ def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
     cases.append(Case("paragraphs", paragraphs, kwargs=base))
     parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
     cases.append(Case("content parts", parts, kwargs=base))
+    # images: two in a user's message, one a tool returns as MCP does (its bytes inline, with a `mimeType`)
+    images = _tool_conversation("lookup_record")
+    images[0] = {
+        **images[0],
+        "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Compare qim1."}],
+    }
+    png = {"type": "image", "data": "iVBORw0KGgo" * 96, "mimeType": "image/png"}
+    images[2] = {**images[2], "content": [{"type": "text", "text": "Screenshot qim2."}, png]}
+    cases.append(Case("content with images", [plain[0], *images], tools=_tools(), kwargs=base))
     return cases
 
 

@@ -29,6 +29,9 @@ _CLAUSE = r"(?:(?<![\w,]\s)(?<![\w,])|(?<=please\s)|(?<=now\s)|(?<=and\s)|(?<=th
 _OVERRIDE = (
     rf"(?:ignore|disregard|forget|{_CLAUSE}override)\s+(?:all\s+|any\s+|the\s+)?"
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other|those|these)"
+    # the same as a claim: "these instructions take precedence over all previous instructions and safety rules"
+    r"|(?:take|takes|have|has)\s+precedence\s+over\s+(?:all\s+|any\s+|the\s+)?"
+    r"(?:previous|prior|earlier|above|preceding|your|system|safety|other)"
 )
 _LEAK = (
     r"(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo)\s+"
@@ -42,7 +45,8 @@ _STEER = (
     r"agree|claim|say|answer that|respond with|reply with|obey|comply)"
 )
 _MODE = (
-    r"(?:hidden|secret) instructions?|without telling|from now on|developer mode|unrestricted|jailbreak"
+    r"(?:hidden|secret) instructions?|without (?:telling|mentioning|revealing|disclosing)|from now on|developer mode"
+    r"|unrestricted|jailbreak"
     r"|with(?:out (?:any )?| no )(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
 )
 # Integrity degradation: answers made wrong on purpose; role play that replaces the model's own rules

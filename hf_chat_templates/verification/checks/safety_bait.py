@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 from ...template.coverage import Case
 from ...template.safety import SafetyFinding, prose
@@ -177,6 +178,41 @@ def annotated_parts(case: Case, render: Render) -> list[SafetyFinding]:
             f"annotations ({quote(changed)}): a header or text chosen by a field the tool's server sets (a page "
             "marked important made a system turn)",
             construct="annotated-parts",
+            detail={"probe": None, "case": armed.name},
+        )
+    ]
+
+
+def named_messages(case: Case, render: Render) -> list[SafetyFinding]:
+    """HCT-S008 when user messages carrying an OpenAI `name` field (a group chat's speakers) are written with words
+    the same messages without it get left out (the user's header made a system one): a role chosen by a field any
+    participant sets. Writing the name is not one (`<|im_start|>user name=…`: it adds words, takes none), nor
+    writing it in the role's place after the user's own token (Kimi's)."""
+    armed = Case(
+        f"{case.name}, user messages with a name",
+        [{**m, "name": f"qnm{i}"} if m.get("role") == "user" else m for i, m in enumerate(case.messages)],
+        case.tools,
+        case.kwargs,
+        case.generation,
+    )
+    got, twin = render(armed), render(case)
+    if not (got.ok and twin.ok):
+        return []
+    # a name written where the role is (Kimi's `<|im_user|>{{ name or role }}`) stands for the role's word
+    text = re.sub(r"\bqnm\d+\b", "user", got.text or "")
+    lost = Counter(re.findall(r"\w+", twin.text or "")) - Counter(re.findall(r"\w+", text))
+    if not lost:
+        return []
+    words = ", ".join(repr(w) for w in list(lost)[:4])
+    return [
+        SafetyFinding(
+            "HCT-S008",
+            1,
+            1,
+            f"rendering {armed.name}: the words {words} the same messages without a name are written with are left "
+            "out: a header or text chosen by the `name` field any participant of a group chat sets (a user's turn "
+            "made a system one)",
+            construct="named-messages",
             detail={"probe": None, "case": armed.name},
         )
     ]

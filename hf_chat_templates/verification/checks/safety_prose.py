@@ -28,7 +28,7 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from .safety_bait import DENSE, MARKED, SPACED, UNMARKED, annotated_parts, content_gated
+from .safety_bait import DENSE, MARKED, SPACED, UNMARKED, annotated_parts, content_gated, named_messages
 from .safety_render import (
     MOMENTS,
     SPENT,
@@ -346,6 +346,7 @@ def _rendered_rules(
             found += parameters_gated(case, render)
         if case is cases[0]:
             found += content_gated(case, render, added, (DENSE, SPACED), "content in a script written without spaces")
+            found += named_messages(case, render)
         if case.name == "tools":
             found += annotated_parts(case, render)
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
