@@ -12,7 +12,7 @@ from collections import Counter
 
 from ...template.coverage import Case
 from ...template.safety import SafetyFinding, prose
-from .safety_render import Added, Render, fails_on, headers_before, inserted, quote, undated
+from .safety_render import Added, Render, fails_on, headers_before, inserted, other_header, quote, undated
 
 # Content that holds what backdoors wait for (secrets, wallets, money, security, destructive commands), and a twin of
 # the same shape that holds none of it: a template that writes one as given writes the other as given too.
@@ -112,16 +112,14 @@ def content_gated(
         k = next(k for k, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
         i = strings[k][0]
         found.append(
-            SafetyFinding(
-                "HCT-S008",
-                1,
-                1,
-                f"rendering {bait.name}: message {i} ({bait.messages[i]['role']}) is written after "
-                f"{quote(ours[k][-60:])} where the same message with other words is written after "
-                f"{quote(theirs[k][-60:])}: a header chosen by what the content says (a tool result made a system "
-                "turn)",
-                construct=f"bait-header:{case.name}:{i}",
-                detail={"probe": None, "case": bait.name, "message_index": i},
+            other_header(
+                f"rendering {bait.name}: message {i} ({bait.messages[i]['role']})",
+                ours[k],
+                "the same message with other words",
+                theirs[k],
+                "what the content says (a tool result made a system turn)",
+                f"bait-header:{case.name}:{i}",
+                {"probe": None, "case": bait.name, "message_index": i},
             )
         )
     if new:

@@ -437,19 +437,32 @@ def agent_tools(case: Case, rendered: Rendered) -> list[SafetyFinding]:
         if shapes[i] != shapes[1]:
             tool = results[i]["name"]
             return [
-                SafetyFinding(
-                    "HCT-S008",
-                    1,
-                    1,
-                    f"rendering {case.name}: the result of the tool {tool!r} is written after "
-                    f"{quote(found[i][-60:])} where the result of {results[1]['name']!r} is written after "
-                    f"{quote(found[1][-60:])}: a header chosen by which tool was called (a web page's text made a "
-                    "system turn)",
-                    construct=f"agent-tool-header:{tool}",
-                    detail={"probe": None, "case": case.name, "tool": tool},
+                other_header(
+                    f"rendering {case.name}: the result of the tool {tool!r}",
+                    found[i],
+                    f"the result of {results[1]['name']!r}",
+                    found[1],
+                    "which tool was called (a web page's text made a system turn)",
+                    f"agent-tool-header:{tool}",
+                    {"probe": None, "case": case.name, "tool": tool},
                 )
             ]
     return []
+
+
+def other_header(
+    what: str, ours: str, other: str, theirs: str, chosen_by: str, construct: str, detail: dict
+) -> SafetyFinding:
+    """HCT-S008: `what` is written after the header `ours` where `other` is written after `theirs`."""
+    return SafetyFinding(
+        "HCT-S008",
+        1,
+        1,
+        f"{what} is written after {quote(ours[-60:])} where {other} is written after {quote(theirs[-60:])}: a "
+        f"header chosen by {chosen_by}",
+        construct=construct,
+        detail=detail,
+    )
 
 
 def over_budget(case: Case, why: str) -> SafetyFinding:
