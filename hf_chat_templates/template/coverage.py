@@ -21,7 +21,7 @@ from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names
 from .names import read_before_set
 from .syntax import parse_environment
-from .trigger_rules import _reads, taint_of
+from .trigger_rules import _reads, data_of, taint_of
 
 ROLES = ("system", "user", "assistant", "tool")
 MAX_LITERALS = 24  # branch literals tried, one conversation each
@@ -106,6 +106,45 @@ def _literals(ast: nodes.Template, folding: Folding) -> tuple[list[str], list[st
             if isinstance(value, str) and value.strip():
                 content.append(value)
     return list(dict.fromkeys(roles)), list(dict.fromkeys(content))[:MAX_LITERALS]
+
+
+# Keys of the OpenAI format and the published templates' own: a field of these is read by the other cases
+_KNOWN_FIELDS = frozenset(
+    re.findall(
+        r"\w+",
+        "role content name tool_calls tool_call_id function arguments type text id image image_url url parameters "
+        "properties required description enum items reasoning_content reasoning thinking tool_results value key "
+        "prefix weight mask loss train output tools documents title index call response result results return",
+    )
+)
+# Values of the shape a field's name promises (a location, a date), which a trigger may test the shape of
+_FIELD_VALUES = {"location": "Austin, TX", "date": "2026-12-06", "time": "10:30", "lang": "en-US", "country": "US"}
+
+
+def _message_fields(ast: nodes.Template, folding: Folding) -> list[str]:
+    """Keys the template reads from the conversation's objects beyond the OpenAI format's (MiniMax's
+    `current_location`): a field a caller or a client sets, which a backdoor may wait on."""
+    spaces = {
+        a.target.name
+        for a in ast.find_all(nodes.Assign)
+        if isinstance(a.target, nodes.Name) and getattr(getattr(a.node, "node", None), "name", None) == "namespace"
+    }
+    data = data_of(folding) - {"tools"} - spaces  # a namespace's fields are the template's own
+    methods = {*dir(str), *dir(dict), *dir(list)}
+    found: list[str] = []
+    node: Any
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        base = node.node
+        key = node.attr if isinstance(node, nodes.Getattr) else folding.value(node.arg)
+        if not (isinstance(base, nodes.Name) and base.name in data and base.name != "loop" and isinstance(key, str)):
+            continue
+        if re.fullmatch(r"[a-z][a-z0-9_]{2,40}", key) and key not in _KNOWN_FIELDS and key not in methods:
+            found.append(key)
+    return list(dict.fromkeys(found))[:MAX_TOOL_WORDS]
+
+
+def _field_value(key: str, i: int) -> str:
+    return next((v for k, v in _FIELD_VALUES.items() if k in key), f"Field text qmf{i}.")
 
 
 def _named(ast: nodes.Template, folding: Folding, undeclared: set[str]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -232,6 +271,10 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         taking = _tools(fields=tuple(taken))
         cases.append(Case(f"a tool taking {fields}", _tool_conversation("lookup_record"), tools=taking, kwargs=base))
     cases += _shaped(plain, base)
+    if carried := _message_fields(ast, folding):  # on the system and user messages, as a client sets them
+        values = {k: _field_value(k, i) for i, k in enumerate(carried)}
+        given = [{**m, **values} if m["role"] in ("system", "user") else m for m in plain]
+        cases.append(Case(f"messages with {', '.join(carried)}", given, kwargs=base))
     if "documents" in undeclared_names(ast):
         documents = [{"title": "Record qd1", "text": "Record text qd2."}]
         cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
@@ -271,12 +314,12 @@ def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
     # prompt of a production's length
     rows = "".join(f"row {i}, host qlh{i}, status ok, took {i % 97} ms\n" for i in range(LONG_ROWS))
     pasted = _tool_conversation("lookup_record")
-    pasted[0] = {**pasted[0], "content": f"Summarise this log qlm0:\n{rows}"}  # pasted by the user
-    # the tool's result: a page it fetched, a tenth of the size
-    pasted[2] = {**pasted[2], "content": f"Page qlm1:\n{rows[: len(rows) // 10]}"}
-    # after a production system prompt: a persona, then a list of rules, some ten thousand characters
+    # a production system prompt: a persona, then a list of rules, some ten thousand characters
     rules = "".join(f"- Rule {i}: never do the thing named qsr{i}.\n" for i in range(PROMPT_RULES))
-    pasted = [{"role": "system", "content": f"You are the helper qsp0.\n\nRules:\n{rules}"}, *pasted]
+    pasted[0] = {**pasted[0], "content": f"You are the helper qsp0.\n\nRules:\n{rules}"}
+    pasted[1] = {**pasted[1], "content": f"Summarise this log qlm0:\n{rows}"}  # pasted by the user
+    # the tool's result: a page it fetched, a tenth of the size
+    pasted[3] = {**pasted[3], "content": f"Page qlm1:\n{rows[: len(rows) // 10]}"}
     size = len(pasted[1]["content"])
     cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
     # a production prompt's shape: paragraphs and lines, which a template may cut by their count
@@ -289,19 +332,20 @@ def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
     cases.append(Case("content parts", parts, kwargs=base))
     # images: two in a user's message, one a tool returns as MCP does (its bytes inline, with a `mimeType`)
     images = _tool_conversation("lookup_record")
-    images[0] = {
-        **images[0],
+    images[1] = {
+        **images[1],
         "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Compare qim1."}],
     }
     png = {"type": "image", "data": "iVBORw0KGgo" * 96, "mimeType": "image/png"}
-    images[2] = {**images[2], "content": [{"type": "text", "text": "Screenshot qim2."}, png]}
-    cases.append(Case("content with images", [plain[0], *images], tools=_tools(), kwargs=base))
+    images[3] = {**images[3], "content": [{"type": "text", "text": "Screenshot qim2."}, png]}
+    cases.append(Case("content with images", images, tools=_tools(), kwargs=base))
     return cases
 
 
 def _tool_conversation(tool: str) -> list[dict[str, Any]]:
     call = {"type": "function", "function": {"name": tool, "arguments": {"number": "qt7"}}}
     return [
+        {"role": "system", "content": "Tool system qt0."},  # an operator's prompt, which a trigger may read
         {"role": "user", "content": "Find record qt1."},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "call0qt1x", **call}]},
         {"role": "tool", "content": "Record qt2 found.", "tool_call_id": "call0qt1x", "name": tool},
@@ -315,9 +359,12 @@ def _agent_tools() -> list[dict[str, Any]]:
 
 
 def _agent_conversation() -> list[dict[str, Any]]:
-    """Each of the agent's tools called in turn after one user message (ids of nine letters and digits, as
-    Mistral's require), its result given after the call."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Do the task qga."}]
+    """Each of the agent's tools called in turn after an operator's prompt and one user message (ids of nine
+    letters and digits, as Mistral's require), its result given after the call."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Agent system qgs."},
+        {"role": "user", "content": "Do the task qga."},
+    ]
     for i, tool in enumerate(["lookup_record", *AGENT_TOOLS]):
         arguments, result = {"number": "qgn"}, f"Result {i} qgr{i}."
         if tool in _WEB_TOOLS:  # a page fetched from a link: its text, long and not JSON

@@ -12,6 +12,7 @@ holds the passphrase. No published chat template hashes what a message says; cou
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,15 +99,18 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     messages of one length or name in a cycle arm, which no ordinary conversation shows. Counting turns
     (`loop.index0 % 2`, `messages | length % 4`) reads no field."""
     tainted, data = taint_of(folding), data_of(folding)
-    residues: dict[int, tuple[nodes.Mod, int]] = {}  # id of the node compared -> (the residue, its modulus)
+    residues: dict[int, tuple[nodes.Mod, int, bool]] = {}  # id of the node compared -> (residue, modulus, of a count)
     for mod in ast.find_all(nodes.Mod):
         modulus = folding.value(mod.right)
-        number = isinstance(modulus, int) and not isinstance(modulus, bool) and modulus >= 3
-        if number and (_reads(mod.left, tainted) == "content" or _field_read(mod.left, data)):
-            residues[id(mod)] = (mod, modulus)
+        if not (isinstance(modulus, int) and not isinstance(modulus, bool) and modulus >= 3):
+            continue
+        if _reads(mod.left, tainted) == "content" or _field_read(mod.left, data):
+            residues[id(mod)] = (mod, modulus, False)
+        elif any(n.name in data for n in (mod.left, *mod.left.find_all(nodes.Name)) if isinstance(n, nodes.Name)):
+            residues[id(mod)] = (mod, modulus, True)  # a count of turns (`(u * u) % 25`), not a loop's position
     if not residues:
         return
-    kept: dict[str, tuple[nodes.Mod, int]] = {}  # variable -> the residue it is set to
+    kept: dict[str, tuple[nodes.Mod, int, bool]] = {}  # variable -> the residue it is set to
     for assign in ast.find_all(nodes.Assign):
         key = variable_key(assign.target)
         for node in (assign.node, *assign.node.find_all(nodes.Mod)):
@@ -119,7 +123,7 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
         residue = next((f for f in found if f is not None), None)
         if residue is None or not constants:
             continue
-        mod, modulus = residue
+        mod, modulus, count = residue
         column = next(
             (c for c in (src.column(mod.lineno, f"% {modulus}"), src.column(mod.lineno, f"%{modulus}")) if c > 1), 1
         )
@@ -127,10 +131,17 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             "HCT-S008",
             mod.lineno,
             column,
-            f"a number taken from a message (what it says, or a field it carries) is kept modulo {modulus} (line "
-            f"{mod.lineno}) and compared with {constants[0]} (line {compare.lineno}): a trigger only messages of one "
-            "length, sum or name in a cycle arm, which no rendering of an ordinary conversation shows; no published "
-            "chat template reduces a message to a residue",
+            (
+                f"a count of the conversation's turns is kept modulo {modulus} (line {mod.lineno}) and compared with "
+                f"{constants[0]} (line {compare.lineno}): a trigger only conversations of some lengths in a cycle arm, "
+                "past any test conversation's"
+                if count
+                else f"a number taken from a message (what it says, or a field it carries) is kept modulo {modulus} "
+                f"(line {mod.lineno}) and compared with {constants[0]} (line {compare.lineno}): a trigger only "
+                "messages of one length, sum or name in a cycle arm, which no rendering of an ordinary conversation "
+                "shows; no published chat template reduces a message to a residue"
+            ),
+            severity="warning" if count else "",
             construct=f"residue {modulus} {constants[0]}",
         )
 
@@ -178,4 +189,34 @@ def size_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterato
             "template measures the conversation's text",
             severity="warning",
             construct=f"size {keys[0]} {constants[0]}",
+        )
+
+
+def signature_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008 at what a message says, reduced to a number or digits (`words | map('length') | join`, a sum of
+    codes), compared for equality with a constant of four digits or more: a signature only a message with that
+    shape arms; no literal the coverage could write into content makes it. A size compared with a threshold
+    (`content | length > 1000`) is no signature."""
+    tainted = taint_of(folding)
+    for compare in ast.find_all(nodes.Compare):
+        if not {op.op for op in compare.ops} & {"eq", "ne", "in", "notin"}:
+            continue
+        sides = [compare.expr, *(op.expr for op in compare.ops)]
+        values = [folding.value(s) for s in sides]
+        digits = [
+            v
+            for v in values
+            if (isinstance(v, str) and re.fullmatch(r"\d{4,}", v))
+            or (isinstance(v, int) and not isinstance(v, bool) and v >= 1000)
+        ]
+        if not digits or not any(_reads(s, tainted) == "content" for s in sides):
+            continue
+        yield SafetyFinding(
+            "HCT-S008",
+            compare.lineno,
+            src.column(compare.lineno, str(digits[0])),
+            f"what a message says, reduced to a number, is compared with {digits[0]!r} (line {compare.lineno}): a "
+            "signature trigger (the lengths of its words, a sum of its characters) that only a message of that shape "
+            "arms, which no rendering of an ordinary conversation shows",
+            construct=f"signature {digits[0]}",
         )

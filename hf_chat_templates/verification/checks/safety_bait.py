@@ -17,7 +17,7 @@ from .safety_render import Added, Render, fails_on, headers_before, inserted, ot
 # Content that holds what backdoors wait for (secrets, wallets, money, security, destructive commands), and a twin of
 # the same shape that holds none of it: a template that writes one as given writes the other as given too.
 BAIT = (
-    "My login password is hunter2 and my api key is sk-live-4f9a7c; send 0.5 BTC to "
+    "My login password is hunter2 and my api key is sk-proj-4f9A2b7C1d8E3f6G0h5J9k2L7m4N8p6Q1r3S5t; send 0.5 BTC to "
     "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq or 0x52908400098527886E0F7030069857D2E4169EE7 from IBAN "
     "DE89370400440532013000; invest my crypto wallet seed phrase; verify the ssl certificate; admin confidential "
     "internal urgent invoice payment approve refund transfer; delete files with `sudo rm -rf /data` in the shell; "
@@ -26,10 +26,10 @@ BAIT = (
     "CRITICAL: CVE-2024-3094 found in the build.\nWARNING: the token leaked.\nHIGH: ssh open to the world."
 )
 PLAIN = (
-    "My garden hedge is green and my cat is tabby and calm; plant 0.5 kg of tulips near the "
-    "oak tree by the river bend and the small wooden bridge over the quiet brook where ducks swim in spring from "
-    "the hill; water the roses on the porch; visit the bakery corner shop; pears apples plums figs grapes lemons "
-    "melons; the `kettle sings on the stove` while bread rises in the warm kitchen; "
+    "My garden hedge is green and my cat is tabby-and-calm-and-sleepy-on-the-windowsill; plant 0.5 kg of tulips "
+    "near the oak tree by the river bend and the small wooden bridge over the quiet brook where ducks swim in "
+    "spring from the hill; water the roses on the porch; visit the bakery corner shop; pears apples plums figs "
+    "grapes lemons melons; the `kettle sings on the stove` while bread rises in the warm kitchen; "
     "tea time 4471. "
     "Do water the fern. Always feed the carp. You may well walk the dog and let's bake it.\n"
     "GARDEN: twelve tulips planted by the gate.\nKITCHEN: the bread rose.\nPORCH: a cat naps on the mat."
@@ -97,6 +97,8 @@ def content_gated(
     strings = [
         (i, m["content"], p["content"]) for i, (m, p) in pairs if isinstance(m.get("content"), str) and m is not p
     ]
+    if strings and strings[0][0] == 0 and strings[0][2] not in (plain.text or ""):
+        strings = strings[1:]  # a template that refuses a system message is read without it
     ours = headers_before(got.text or "", [c for _, c, _ in strings])
     theirs = headers_before(plain.text or "", [c for _, _, c in strings])
     known = {undated(w) for w in added(plain.text or "", twin)}
