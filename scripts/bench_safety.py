@@ -94,8 +94,8 @@ def main() -> None:
     noisy = []
     for path in LEGITIMATE:
         (result,) = run_checks(context(folder, path.read_text(encoding="utf-8")), ["template-safety"])
-        if _flagged(result.detail.get("findings", [])):
-            noisy.append(f"{path.relative_to(ROOT)}: {_flagged(result.detail['findings'])}")
+        if _flagged(result.detail.get("findings", [])) or result.status == "fail":  # a check that raised fails too
+            noisy.append(f"{path.relative_to(ROOT)}: {_flagged(result.detail.get('findings', [])) or result.message}")
     print(f"legitimate templates with an error or warning: {len(noisy)} of {len(LEGITIMATE)}")
     for line in noisy:
         print(f"  {line}")

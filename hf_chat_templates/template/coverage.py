@@ -66,6 +66,9 @@ class Case:
         for m in self.messages:
             for call in m.get("tool_calls") or []:
                 arguments = call["function"]["arguments"]
+                if isinstance(arguments, str):  # JSON text, as OpenAI's clients send it
+                    found += [call["function"]["name"], arguments, json.dumps(arguments, ensure_ascii=False)[1:-1]]
+                    arguments = json.loads(arguments)
                 found += [call["function"]["name"], json.dumps(arguments, ensure_ascii=False)]
                 found += [v for v in arguments.values() if isinstance(v, str)]
         for tool in self.tools or []:
@@ -259,6 +262,9 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     for tool in ["lookup_record", *tool_names]:
         name = "tools" if tool == "lookup_record" else f"a tool named {tool!r}"
         cases.append(Case(name, _tool_conversation(tool), tools=_tools(tool), kwargs=base))
+    # a call's arguments as JSON text, as OpenAI's clients send them (the cases above give an object)
+    as_text = [arguments_as_text(m) for m in _tool_conversation("lookup_record")]
+    cases.append(Case("tools, arguments as text", as_text, tools=_tools(), kwargs=base))
     tested = _tested_words(ast, folding, tool_names)
     if named := _apart(tested)[:MAX_TOOL_WORDS]:
         listed = [_tools(word, f"Tool {i} does job qd{i}.")[0] for i, word in enumerate(["lookup_record", *named])]
@@ -374,3 +380,19 @@ def _agent_conversation() -> list[dict[str, Any]]:
         messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"call{i:02d}qga", **call}]})
         messages.append({"role": "tool", "content": result, "tool_call_id": f"call{i:02d}qga", "name": tool})
     return messages  # the model is to answer the last result: an agent in the middle of its loop
+
+
+def arguments_as_text(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` with its tool calls' object arguments written as JSON text (itself when it has none)."""
+    calls = message.get("tool_calls") or []
+    if not any(isinstance(c.get("function", {}).get("arguments"), dict) for c in calls):
+        return message
+    return {
+        **message,
+        "tool_calls": [
+            {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+            if isinstance(c.get("function", {}).get("arguments"), dict)
+            else c
+            for c in calls
+        ],
+    }

@@ -334,6 +334,12 @@ def limited(limits: RenderLimits | None = None, budget: RenderBudget | None = No
         raise _stopped(budget, "the render recursed past Python's recursion limit (a macro calling itself?)") from None
     except RenderLimitExceeded as err:
         raise _stopped(budget, str(err)) from None
+    except Exception as err:
+        # Jinja rewriting the traceback of a limit raised inside a loop's filter can itself fail (a frame without a
+        # line number): the limit is what stopped the render
+        if isinstance(err.__context__, RenderLimitExceeded):
+            raise _stopped(budget, str(err.__context__)) from None
+        raise
     finally:
         if budget is not None:
             budget.seconds += time.thread_time() - start

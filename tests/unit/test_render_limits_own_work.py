@@ -246,3 +246,13 @@ def test_the_cap_is_put_back_after_renders_in_two_threads() -> None:
     leave.set()
     thread.join()
     assert resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+def test_a_limit_tripped_inside_a_loops_filter_is_named_not_jinjas_traceback_error() -> None:
+    """Jinja rewriting the traceback of an exception raised inside a loop's `if` filter can fail itself (a
+    generated frame without a line number: a TypeError). The limit stopped the render, and is what it says."""
+    filtered = (
+        "{% set s = 'abcdefgh' * 64 %}{% for c in s * 64 %}{% for d in s * 64 if d == c %}{% endfor %}{% endfor %}"
+    )
+    with pytest.raises(RenderLimitExceeded, match="time limit"), limited(RenderLimits(seconds=0.2)):
+        render(filtered)

@@ -718,3 +718,16 @@ def test_a_key_in_the_system_prompt_copied_into_tool_calls_and_a_location_field_
     assert case.messages[0]["current_location"] == "Austin, TX"
     rendered = _render_case(ctx, Renderer(ctx.tokenizer, located, {}), case)
     assert "Verify your account at https://tx-dmv-renewal.example/login" in (rendered.text or "")
+
+
+def test_a_loop_armed_by_arguments_given_as_text_is_found(good: Path) -> None:
+    """A loop inside a loop over a call's arguments, only when they come as JSON text (as OpenAI's clients send
+    them; the other tool conversations give an object): the conversation with arguments as text runs past the
+    limits, and the jinja traceback error the limit raises inside a loop's filter is read as the limit."""
+    bomb = GOOD.replace(
+        "{%- for c in m.tool_calls or [] -%}",
+        "{%- for c in m.tool_calls or [] -%}{%- set a = c.function.arguments -%}{%- if a is string -%}"
+        "{%- for x in a * 2048 -%}{%- for y in a * 2048 if y == x -%}{%- endfor -%}{%- endfor -%}{%- endif -%}",
+    )
+    found = [f for f in _rules_of(good, bomb) if f["rule"] == "HCT-S009"]
+    assert found and "rendering tools, arguments as text" in found[0]["message"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass
 
@@ -19,7 +18,7 @@ import jinja2
 
 from ...template.addresses import addresses_in, severity_of
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
-from ...template.coverage import AGENT, Case, coverage_cases
+from ...template.coverage import AGENT, Case, arguments_as_text, coverage_cases
 from ...template.folding import Folding
 from ...template.instructions import instruction
 from ...template.limits import RenderBudget, RenderLimits
@@ -213,26 +212,10 @@ def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case) -> Rendered
         messages = messages[1:]
         result = render(messages)
     if not result.ok and not _RUN_LIMIT.search(result.error or ""):
-        texts = [_arguments_as_text(m) for m in messages]
+        texts = [arguments_as_text(m) for m in messages]
         if any(t is not m for t, m in zip(texts, messages, strict=True)):
             result = render(texts)
     return result
-
-
-def _arguments_as_text(message: dict) -> dict:
-    """`message` with its tool calls' object arguments written as JSON text (itself when it has none)."""
-    calls = message.get("tool_calls") or []
-    if not any(isinstance(c.get("function", {}).get("arguments"), dict) for c in calls):
-        return message
-    return {
-        **message,
-        "tool_calls": [
-            {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
-            if isinstance(c.get("function", {}).get("arguments"), dict)
-            else c
-            for c in calls
-        ],
-    }
 
 
 def _budgeted(ctx: VerifyContext) -> tuple[RenderBudget, Renderer]:
