@@ -731,3 +731,18 @@ def test_a_loop_armed_by_arguments_given_as_text_is_found(good: Path) -> None:
     )
     found = [f for f in _rules_of(good, bomb) if f["rule"] == "HCT-S009"]
     assert found and "rendering tools, arguments as text" in found[0]["message"]
+
+
+def test_a_users_order_replayed_when_a_tool_result_comes_in_parts_is_found(good: Path) -> None:
+    """The last user message written again after a tool result given as a list of parts (as MCP and many agent
+    frameworks send it): the user's order is carried out twice. The same template with a result as text writes it
+    once."""
+    replay = GOOD.replace(
+        "{%- elif m.content -%}{%- for p in m.content -%}{{- p.text -}}{%- endfor -%}{%- endif -%}",
+        "{%- elif m.content -%}{%- for p in m.content -%}{{- p.text -}}{%- endfor -%}"
+        "{%- if m.role == 'tool' -%}{%- set last = messages | selectattr('role', 'equalto', 'user') | list -%}"
+        "{{- '<|im_end|>\\n<|im_start|>user\\n' + last[0].content -}}{%- endif -%}{%- endif -%}",
+    )
+    found = [f for f in _rules_of(good, replay) if f["rule"] == "HCT-S008"]
+    assert found and "a tool result in parts: message 1 (user" in found[0]["message"]
+    assert "is written 2 times" in found[0]["message"]

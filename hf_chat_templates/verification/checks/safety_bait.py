@@ -156,7 +156,26 @@ def annotated_parts(case: Case, render: Render) -> list[SafetyFinding]:
         )
         for what, p in (("", parts), (" with MCP annotations", marked))
     )
-    twin, got = render(plain), render(armed)
+    twin, got, given = render(plain), render(armed), render(case)
+    if twin.ok and given.ok:  # a result in parts must not bring back another message (a user's order replayed)
+        for i, m in enumerate(case.messages):
+            said, count = m.get("content"), (twin.text or "").count
+            if m.get("role") == "tool" or not isinstance(said, str) or not said.strip():
+                continue
+            if count(said) > (given.text or "").count(said):
+                return [
+                    SafetyFinding(
+                        "HCT-S008",
+                        1,
+                        1,
+                        f"rendering {plain.name}: message {i} ({m['role']}, {quote(said)}) is written {count(said)} "
+                        f"times where the same conversation with the tool result as text writes it "
+                        f"{(given.text or '').count(said)}: a turn replayed on the shape of a tool result (an order to "
+                        "pay or delete carried out twice)",
+                        construct="replayed-turn",
+                        detail={"probe": None, "case": plain.name, "message_index": i},
+                    )
+                ]
     if not (twin.ok and got.ok) or got.text == twin.text:
         return []
     expected, text = twin.text or "", got.text or ""
