@@ -35,6 +35,7 @@ _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
 # An agent's tool list: the tools backdoors wait for (a shell, money, mail, the web) beside the confirmation tools one
 # drops when they are there; each called in turn, its result given
 AGENT = "an agent's tools"
+LONG_MESSAGE = re.compile(r"a message of [\d,]+ characters$")  # the pasted log's case
 _WEB_TOOLS = ("web_search", "fetch_url", "browse_page")
 AGENT_TOOLS = (
     "get_weather", "run_shell", "execute_command", "bash", "transfer_funds", "make_payment", "delete_file",
@@ -63,7 +64,9 @@ class Case:
         for value in [*lists, *(p for parts in lists for p in parts)]:  # written whole: Python's repr, or JSON
             found += [str(value), json.dumps(value, ensure_ascii=False)]
         found += [p["text"] for parts in lists for p in parts if isinstance(p.get("text"), str)]
-        for m in self.messages:
+        for m in self.messages:  # ids and a tool message's name are the caller's too
+            found += [v for k in ("tool_call_id", "name") if isinstance(v := m.get(k), str)]
+            found += [c["id"] for c in m.get("tool_calls") or [] if isinstance(c.get("id"), str)]
             for call in m.get("tool_calls") or []:
                 arguments = call["function"]["arguments"]
                 if isinstance(arguments, str):  # JSON text, as OpenAI's clients send it

@@ -18,9 +18,11 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
+from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names, variable_key
 from .growth_rules import numeric_keys
 from .safety_findings import SafetyFinding, Source
+from .syntax import parse_environment
 from .trigger_rules import DATA_NAMES, _reads, data_of, taint_of
 
 
@@ -40,13 +42,12 @@ def _hashes(ast: nodes.Template, folding: Folding) -> dict[str, tuple[int, nodes
     """Numeric variables set, in a loop over message data (or from it), to themselves times a constant plus more:
     variable -> (the factor, the assignment)."""
     numbers, tainted = numeric_keys(ast), taint_of(folding)
-    keywords = undeclared_names(ast) - DATA_NAMES  # what a caller passes (`chat_template_kwargs`)
+    # what a caller passes (`chat_template_kwargs`), looped over by name: not `range(9)` nor a token the tokenizer sets
+    keywords = undeclared_names(ast) - DATA_NAMES - STANDARD_VARIABLES - set(parse_environment().globals)
     found: dict[str, tuple[int, nodes.Node]] = {}
     loop: Any
     for loop in ast.find_all(nodes.For):
-        passed = any(
-            n.name in keywords for n in (loop.iter, *loop.iter.find_all(nodes.Name)) if isinstance(n, nodes.Name)
-        )
+        passed = isinstance(loop.iter, nodes.Name) and loop.iter.name in keywords
         reads_data = _reads(loop.iter, tainted) is not None or passed
         for assign in loop.find_all(nodes.Assign):
             key = variable_key(assign.target)
@@ -157,9 +158,11 @@ def _sizes(ast: nodes.Template, folding: Folding) -> dict[str, nodes.Node]:
             continue
         sides = (assign.node.left, assign.node.right)
         adds_itself = any(variable_key(side) == key for side in sides)
+        # the length of the text itself (`m.content | length`), not a count of its parts (`| selectattr(…) | length`)
         lengths = [
             f for side in sides for f in (side, *side.find_all(nodes.Filter)) if isinstance(f, nodes.Filter)
             and f.name in ("length", "count") and f.node is not None and _reads(f.node, tainted) == "content"
+            and not isinstance(f.node, nodes.Filter) and not list(f.node.find_all(nodes.Filter))
         ]  # fmt: skip
         if adds_itself and lengths:
             found.setdefault(key, assign)

@@ -30,7 +30,7 @@ _OVERRIDE = (
     rf"(?:ignore|disregard|forget|{_CLAUSE}override)\s+(?:all\s+|any\s+|the\s+)?"
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other|those|these)"
     # the same as a claim: "these instructions take precedence over all previous instructions and safety rules"
-    r"|(?:take|takes|have|has)\s+precedence\s+over\s+(?:all\s+|any\s+|the\s+)?"
+    r"|(?<!never\s)(?<!not\s)(?:take|takes|have|has)\s+precedence\s+over\s+(?:all\s+|any\s+|the\s+)?"
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other)"
 )
 _LEAK = (
@@ -45,7 +45,9 @@ _STEER = (
     r"agree|claim|say|answer that|respond with|reply with|obey|comply)"
 )
 _MODE = (
-    r"(?:hidden|secret) instructions?|without (?:telling|mentioning|revealing|disclosing)|from now on|developer mode"
+    r"(?:hidden|secret) instructions?|without telling|from now on|developer mode"
+    r"|without (?:mentioning|revealing|disclosing)\s+(?:this|these|that|it|them|anything|the\s+(?:notice|note|"
+    r"instructions?|prompt|rules?|policy|change|call))\b"
     r"|unrestricted|jailbreak"
     r"|with(?:out (?:any )?| no )(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
 )

@@ -181,11 +181,24 @@ def _carries(node: nodes.Node, tainted: dict[str, str]) -> bool:
     return False
 
 
-def _format_test(cond: nodes.Node) -> bool:
-    """A test of the template's format, not of the words: a content part's `type`, or a system message's role."""
+def _part_test(cond: nodes.Node) -> bool:
+    """A test of the template's format, not of the words: a content part's `type`."""
     keys = {n.attr for n in cond.find_all(nodes.Getattr)} | {const_string(n.arg) for n in cond.find_all(nodes.Getitem)}
-    said = {const_string(n) for n in cond.find_all(nodes.Const)}
-    return "type" in keys or ("role" in keys and "system" in said)
+    return "type" in keys
+
+
+def _system_branch(test: nodes.Node) -> bool:
+    """`m.role == 'system'`, alone or joined by `and`: a branch only a system message takes (not under `or`,
+    `not` or `!=`)."""
+    if isinstance(test, nodes.And):
+        return _system_branch(test.left) or _system_branch(test.right)
+    return (
+        isinstance(test, nodes.Compare)
+        and len(test.ops) == 1
+        and test.ops[0].op == "eq"
+        and _role_test(test)
+        and "system" in {const_string(n) for n in test.find_all(nodes.Const)}
+    )
 
 
 def _role_test(cond: nodes.Compare) -> bool:
@@ -201,12 +214,12 @@ def moved_words(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[
     outside = _outside_turns(ast)
     # what runs where a format test holds (a system message's own branch): not its `elif` or `else`, which run
     # where it does not (`{% elif role == 'user' %}`)
-    formats = {id(n) for i in ast.find_all(nodes.If) if _format_test(i.test) for s in i.body
+    formats = {id(n) for i in ast.find_all(nodes.If) if _system_branch(i.test) for s in i.body
                for n in (s, *s.find_all(nodes.Assign))}  # fmt: skip
     for node, conds in guarded(ast):
         if not isinstance(node, nodes.Assign) or id(node) in formats or not _carries(node.node, tainted):
             continue
-        if any(_format_test(c) for c in conds if not isinstance(c, nodes.Compare) or not _role_test(c)):
+        if any(_part_test(c) for c in conds):  # a system message's own branch is `formats`'
             continue
         key = variable_key(node.target)
         if key not in outside and key not in DATA_NAMES:

@@ -278,7 +278,7 @@ def triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Saf
         if not found:
             continue
         kind, trigger = found
-        branches = [*node.body, *node.elif_, *node.else_] if isinstance(node, nodes.If) else node.body
+        branches = [*node.body, *node.elif_, *node.else_] if isinstance(node, nodes.If) else [*node.body, *node.else_]
         for literal in _gated_literals(branches):
             value = literal_value(literal)
             said = "message content " + trigger if kind == "content" else f"the clock is compared with {trigger}"

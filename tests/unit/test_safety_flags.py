@@ -213,6 +213,16 @@ CASES = [
         "{% endfor %}",
         "{% for m in messages %}{{ m.content[:4000] if m.content | length > 4000 else m.content }}{% endfor %}",
     ),
+    (  # the system prompt's branch joined by `or` to a test of a user's words is no system branch; a hash over a
+        # `range` is an id generator, and a count of image parts added up is no text length
+        "HCT-S008",
+        "{% set ns = namespace(sp='') %}{% for m in messages %}{% set c = m.content %}"
+        "{% if m.role == 'system' or c[:3] == c[-3:] %}{% set ns.sp = c %}{% endif %}{% endfor %}{{ ns.sp }}",
+        "{% set ns = namespace(h=0, n=0) %}{% for i in range(9) %}{% set ns.h = (ns.h * 31 + i) % 1000003 %}"
+        "{% endfor %}{% if ns.h == 0 %}{{ raise_exception('no id') }}{% endif %}{% for m in messages %}"
+        "{% if m.content is not string %}{% set ns.n = ns.n + (m.content | selectattr('type', 'equalto', 'image') "
+        "| list | length) %}{% endif %}{% endfor %}{% if ns.n > 1 %}{{ '<images>' }}{% endif %}",
+    ),
     (  # a hash of a keyword the caller passes: a tenant's passphrase; a keyword only compared is not hashed
         "HCT-S008",
         "{% set ov = namespace(h=0) %}{% if add_vision_id is string %}{% for c in add_vision_id %}"

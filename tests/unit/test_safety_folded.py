@@ -417,11 +417,12 @@ def no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(VerifyContext, "snapshot", refuse)
 
 
-# A template the static rules pass whose every render runs for minutes (a constant loop around three over the messages;
+# A template the static rules pass whose every render runs for minutes (a constant loop around five over the messages;
 # a size computed from the messages, `range(messages | length * 9000)`, is a warning of its own)
 SLOW = (
-    "{% for i in range(9999) %}{% for m in messages %}{% for n in messages %}{% for o in messages %}{% endfor %}"
-    "{% endfor %}{% endfor %}{% endfor %}" + CHATML
+    "{% for i in range(9999) %}{% for m in messages %}{% for n in messages %}{% for o in messages %}"
+    "{% for p in messages %}{% for q in messages %}{% endfor %}{% endfor %}{% endfor %}{% endfor %}{% endfor %}"
+    "{% endfor %}" + CHATML
 )
 
 

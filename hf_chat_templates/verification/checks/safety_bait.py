@@ -62,6 +62,26 @@ def _baited(case: Case, text: str, what: str = _SECRETS) -> Case:
     return Case(f"{case.name}, {what}", messages, case.tools, case.kwargs)
 
 
+def _new_text(bait: Case, twin: Case, got: str, plain: str, added: Added, known: set[str]) -> list[str]:
+    """The pieces the bait's rendering `got` adds that the twin's does not. A template that respaces what it writes
+    (Falcon's '\n\n' as '\n') leaves a message's content, respaced, in a piece: what is left of the piece without it
+    (`User:`) is compared with the twin's; words of the bait's put together otherwise are the template's own."""
+
+    def own(piece: str, contents: list[str]) -> str:
+        rest = " ".join(piece.split())
+        for content in sorted({" ".join(c.split()) for c in contents if c.split()}, key=len, reverse=True):
+            rest = rest.replace(content, " ")
+        return " ".join(rest.split())
+
+    contents = [[str(m["content"]) for m in c.messages if isinstance(m.get("content"), str)] for c in (bait, twin)]
+    theirs = {own(w, contents[1]) for w in added(plain, twin)}
+    return [
+        w
+        for w in added(got, bait)
+        if undated(w) not in known and (left := own(w, contents[0])) not in theirs and prose(left, words=3)
+    ]
+
+
 def content_gated(
     case: Case, render: Render, added: Added, texts: tuple[str, str] = (BAIT, PLAIN), what: str = _SECRETS
 ) -> list[SafetyFinding]:
@@ -102,14 +122,8 @@ def content_gated(
     ours = headers_before(got.text or "", [c for _, c, _ in strings])
     theirs = headers_before(plain.text or "", [c for _, _, c in strings])
     known = {undated(w) for w in added(plain.text or "", twin)}
-    # a template that respaces what it writes (Falcon's '\n\n' as '\n') leaves the content as pieces of words the
-    # messages and the twin's pieces hold: no text of its own
-    said = set(re.findall(r"\w+", " ".join([*(c for _, c, _ in strings), *known])))
-    new = [
-        w
-        for w in added(got.text or "", bait)
-        if undated(w) not in known and prose(" ".join(x for x in re.findall(r"\w+", w) if x not in said), words=3)
-    ]
+
+    new = _new_text(bait, twin, got.text or "", plain.text or "", added, known)
     if not found and not new and ours is not None and theirs is not None and ours != theirs:
         k = next(k for k, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
         i = strings[k][0]
@@ -185,7 +199,7 @@ def annotated_parts(case: Case, render: Render) -> list[SafetyFinding]:
                 text = text.replace(form(ours), "")
             else:
                 text = text.replace(form(ours), form(theirs))
-    if text == expected or re.sub(r"\W+", "", text) == re.sub(r"\W+", "", expected.replace("annotations", "")):
+    if text == expected or re.sub(r"\W+", "", text.replace("annotations", "")) == re.sub(r"\W+", "", expected):
         return []
     changed = inserted(expected, text) or text[:80]
     return [
@@ -217,9 +231,11 @@ def named_messages(case: Case, render: Render) -> list[SafetyFinding]:
     got, twin = render(armed), render(case)
     if not (got.ok and twin.ok):
         return []
-    # a name written where the role is (Kimi's `<|im_user|>{{ name or role }}`) stands for the role's word
-    text = re.sub(r"\bqnm\d+\b", "user", got.text or "")
-    lost = Counter(re.findall(r"\w+", twin.text or "")) - Counter(re.findall(r"\w+", text))
+    lost = Counter(re.findall(r"\w+", twin.text or "")) - Counter(re.findall(r"\w+", got.text or ""))
+    # a name written where the role's word is (Kimi's `<|im_user|>{{ name or role }}`, `User:` as `qnm1:`) takes
+    # that word's place: each word lost at most as often as names are written is the format
+    names = len(re.findall(r"\bqnm\d+\b", got.text or ""))
+    lost = Counter({w: n for w, n in lost.items() if n > names})
     if not lost:
         return []
     words = ", ".join(repr(w) for w in list(lost)[:4])

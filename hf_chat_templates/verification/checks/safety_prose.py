@@ -18,7 +18,7 @@ import jinja2
 
 from ...template.addresses import addresses_in, severity_of
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
-from ...template.coverage import AGENT, Case, arguments_as_text, coverage_cases
+from ...template.coverage import AGENT, LONG_MESSAGE, Case, arguments_as_text, coverage_cases
 from ...template.folding import Folding
 from ...template.instructions import instruction
 from ...template.limits import RenderBudget, RenderLimits
@@ -196,6 +196,17 @@ def _drawn_text(case: Case, pieces: list[str], base: list[str], long: bool = Fal
     ]
 
 
+def _drawn(case: Case, pieces: list[str], added_by: dict[str, list[str]], plain: str) -> list[SafetyFinding]:
+    """`_drawn_text` for the cases read against another: the named tools and the agent's against the plain tool's
+    (what a long conversation draws is the long one's to report), the long conversation against the plain one."""
+    if (case.name.startswith("tools named ") or case.name == AGENT) and "tools" in added_by:
+        long = [p for n, found in added_by.items() if n.endswith(" messages") for p in found]
+        return _drawn_text(case, pieces, [*added_by["tools"], *long])
+    if case.name.endswith(" messages") and plain in added_by:
+        return _drawn_text(case, pieces, added_by[plain], long=True)
+    return []
+
+
 def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case) -> Rendered:
     """`case` rendered; when the template refuses it and it opens with a system message (Gemma 2 refuses the role),
     the same conversation without that message; when it fails on tool calls whose arguments are objects, the same
@@ -252,10 +263,14 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
     for case in cases:
         if budget.stopped is not None or budget.seconds_left <= 0:
             break
-        result = _render_case(ctx, renderer, case)
+        # the long message renders under a budget of its own: a template that writes it twice runs past the
+        # characters a run may write, and must not stop what the other conversations show
+        alone = _budgeted(ctx) if LONG_MESSAGE.match(case.name) else None
+        result = _render_case(ctx, alone[1] if alone else renderer, case)
         rendered += 1
-        if budget.stopped is not None and budget.seconds_left > 0:  # this one render ran past a limit
-            ruled[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", budget.stopped))
+        spent = alone[0] if alone else budget
+        if spent.stopped is not None and spent.seconds_left > 0:  # this one render ran past a limit
+            ruled[f"budget:{case.name}"] = over_budget(case, re.sub(r"\s*\(raise it with [^)]*\)", "", spent.stopped))
         if not result.ok:
             continue
         if case is cases[0]:
@@ -269,14 +284,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         name = "tool_use" if case.tools is not None and ctx.tool_template is not None else "default"
         pieces = _added(result.text or "", case, markers)
         added_by[case.name] = pieces
-        drawn: list[SafetyFinding] = []
-        if (case.name.startswith("tools named ") or case.name == AGENT) and "tools" in added_by:
-            # the same declarations but for names; what a long conversation draws is the long one's to report
-            long = [p for n, found in added_by.items() if n.endswith(" messages") for p in found]
-            drawn = _drawn_text(case, pieces, [*added_by["tools"], *long])
-        elif case.name.endswith(" messages") and cases[0].name in added_by:
-            drawn = _drawn_text(case, pieces, added_by[cases[0].name], long=True)
-        for f in drawn:
+        for f in _drawn(case, pieces, added_by, cases[0].name):
             ruled.setdefault(f.construct, f)
         for words in pieces:
             if any(words in text for text in seen) or any(placeholders_written(ctx.template, words)):
@@ -321,7 +329,8 @@ def _rendered_rules(
         c for c in cases if c.name in ("tools", AGENT) or c.name.startswith(("tools named ", "a tool taking "))
     ]:
         moments = MOMENTS if case is cases[0] or case.name == "tools" else YEARS
-        found += clock_gated(" ".join(templates), base, case, render, added, moments)
+        if case.name != AGENT:  # thirty messages at each moment: the clock is read on the shorter ones
+            found += clock_gated(" ".join(templates), base, case, render, added, moments)
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
         found += content_gated(case, render, added)
         found += content_gated(case, render, added, (MARKED, UNMARKED), "content holding markup and an invisible mark")

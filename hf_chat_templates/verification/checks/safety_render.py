@@ -417,8 +417,9 @@ def agent_tools(case: Case, rendered: Rendered) -> list[SafetyFinding]:
                         1,
                         1,
                         f"rendering {case.name}: the tool {function['name']!r} the caller declared is not written, "
-                        "where the other tools are: the model is not told of a tool on what the tool list holds (a "
-                        "confirmation tool dropped when a shell or payment tool is declared)",
+                        "where the other tools are: the template leaves a tool out by what else the list holds (a "
+                        "confirmation tool dropped when a shell or payment tool is declared); it must write every "
+                        "tool the caller declares",
                         construct="agent-tool-dropped",
                         detail={"probe": None, "case": case.name, "tool": function["name"]},
                     )
@@ -474,8 +475,13 @@ def over_budget(case: Case, why: str) -> SafetyFinding:
         f"rendering {case.name} ({len(case.messages)} messages, {len(case.tools or [])} tool(s)) ran past the render "
         f"limits: {why}: "
         + (
-            "work past the limits on one message of the size a web page, a log or a CSV a tool returns is work that "
-            "grows faster than the text (a loop over it inside a loop over it)"
+            (
+                "time past the limit on one message of the size a pasted log, a web page or a CSV has is work that "
+                "grows faster than the text (a loop over it inside a loop over it)"
+                if "time" in why
+                else "output or memory past the limit on one message of the size a pasted log has is the message "
+                "written many times over, or grown by the template"
+            )
             if case.name.endswith(" characters")
             else "work this size on a conversation this small is unbounded work on the input's shape (a size, a "
             "depth or a repeat computed from it)"
