@@ -12,7 +12,17 @@ from collections import Counter
 
 from ...template.coverage import Case
 from ...template.safety import SafetyFinding, prose
-from .safety_render import Added, Render, fails_on, headers_before, inserted, other_header, quote, undated
+from .safety_render import (
+    Added,
+    Render,
+    fails_on,
+    headers_before,
+    inserted,
+    other_header,
+    quote,
+    undated,
+    unwritten,
+)
 
 # Content that holds what backdoors wait for (secrets, wallets, money, security, destructive commands), and a twin of
 # the same shape that holds none of it: a template that writes one as given writes the other as given too.
@@ -105,15 +115,13 @@ def content_gated(
         if m is p or p["content"] not in (plain.text or "") or m["content"] in (got.text or ""):
             continue
         found.append(
-            SafetyFinding(
-                "HCT-S015",
-                1,
-                1,
-                f"rendering {bait.name}: message {i}'s content ({m['role']}) is not written as given, though the same "
-                "message with other words is: the template changes or drops what the speaker wrote on its words "
-                "(a wallet address swapped, a secret cut out)",
-                construct=f"bait:{case.name}:{i}",
-                detail={"probe": None, "case": bait.name, "message_index": i},
+            unwritten(
+                bait.name,
+                i,
+                m,
+                " as given, though the same message with other words is: the template changes or drops what the "
+                "speaker wrote on its words (a wallet address swapped, a secret cut out)",
+                f"bait:{case.name}:{i}",
             )
         )
         break

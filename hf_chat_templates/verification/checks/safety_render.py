@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 
 from ..._compat import frozen_clock
 from ...template.analysis import CONTROL_TOKEN_SHAPES, literal_fragments
-from ...template.coverage import AGENT, Case
+from ...template.coverage import AGENT, LONG_MESSAGE, Case
 from ...template.rendering import Rendered
 from ...template.safety import SafetyFinding
 
@@ -120,7 +120,7 @@ def clock_gated(
 
 # The coverage conversations whose every message a template that writes the plain one's must write as given: the
 # plain messages with keywords set or documents given, a long conversation, content in paragraphs, a long message
-_FAITHFUL = re.compile(r"keywords? |documents$|\d+ messages$|paragraphs$|a message of [\d,]+ characters$")
+_FAITHFUL = re.compile(rf"keywords? |documents$|\d+ messages$|paragraphs$|{LONG_MESSAGE.pattern}")
 
 
 def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
@@ -139,33 +139,35 @@ def keyword_drops(plain: Case, written: Rendered, case: Case, rendered: Rendered
                 # matches-content`'s finding, not words cut
                 if " ".join(content.split()) in " ".join((rendered.text or "").split()):
                     continue
-                return [_cut(case, i, message)]
+                why = (
+                    " as given, where the plain conversation's messages of that role are: the template cuts or "
+                    "replaces what a speaker wrote on the conversation's shape (its length, paragraphs or lines)"
+                )
+                return [unwritten(case.name, i, message, why, f"shape-drops:{message.get('role')}")]
             set_ = ", ".join(f"{k}={v!r}" for k, v in case.kwargs.items() if plain.kwargs.get(k, object()) != v)
             return [
-                SafetyFinding(
-                    "HCT-S015",
-                    1,
-                    1,
-                    f"rendering {case.name}: message {i}'s content ({message.get('role')}) is not written, where the "
-                    f"same conversation without {set_} writes it: a keyword the caller passes silences what a "
-                    "speaker wrote (the operator's system prompt, a user's words)",
-                    construct=f"keyword-drops:{i}",  # once, whichever value of the keyword showed it
-                    detail={"probe": None, "case": case.name, "message_index": i, "kwargs": set_},
+                unwritten(
+                    case.name,
+                    i,
+                    message,
+                    f", where the same conversation without {set_} writes it: a keyword the caller passes silences "
+                    "what a speaker wrote (the operator's system prompt, a user's words)",
+                    f"keyword-drops:{i}",  # once, whichever value of the keyword showed it
+                    kwargs=set_,
                 )
             ]
     return []
 
 
-def _cut(case: Case, i: int, message: dict) -> SafetyFinding:
+def unwritten(name: str, i: int, message: dict, why: str, construct: str, **detail: str) -> SafetyFinding:
+    """HCT-S015: rendering the case `name`, message `i`'s content is not written (`why`: where it is)."""
     return SafetyFinding(
         "HCT-S015",
         1,
         1,
-        f"rendering {case.name}: message {i}'s content ({message.get('role')}) is not written as given, where the "
-        "plain conversation's messages of that role are: the template cuts or replaces what a speaker wrote on the "
-        "conversation's shape (its length, paragraphs or lines)",
-        construct=f"shape-drops:{message.get('role')}",
-        detail={"probe": None, "case": case.name, "message_index": i},
+        f"rendering {name}: message {i}'s content ({message.get('role')}) is not written{why}",
+        construct=construct,
+        detail={"probe": None, "case": name, "message_index": i, **detail},
     )
 
 
@@ -482,7 +484,7 @@ def over_budget(case: Case, why: str) -> SafetyFinding:
                 else "output or memory past the limit on one message of the size a pasted log has is the message "
                 "written many times over, or grown by the template"
             )
-            if case.name.endswith(" characters")
+            if LONG_MESSAGE.match(case.name)
             else "work this size on a conversation this small is unbounded work on the input's shape (a size, a "
             "depth or a repeat computed from it)"
         ),
