@@ -775,3 +775,16 @@ def test_a_tool_result_framed_by_one_marker_line_made_a_system_turn_is_found(goo
     )
     found = [f for f in _rules_of(good, framed) if f["rule"] in ("HCT-S015", "HCT-S008")]
     assert found and "content holding markup and an invisible mark" in found[0]["message"]
+
+
+def test_conversations_past_the_scans_count_are_said_not_passed_over(good: Path) -> None:
+    """A template comparing content and a keyword with more words than the scan renders conversations for: the
+    ones left out are named in an info finding."""
+    many = GOOD.replace(
+        "{{- m.content -}}",
+        "{{- m.content -}}"
+        + "".join(f"{{%- if m.content == 'word{i}x' -%}}{{{{- '' -}}}}{{%- endif -%}}" for i in range(24))
+        + "".join(f"{{%- if mode == 'mode{i}x' -%}}{{{{- '' -}}}}{{%- endif -%}}" for i in range(12)),
+    )
+    (said,) = [f for f in _rules_of(good, many) if "coverage conversations; the others" in f["message"]]
+    assert said["severity"] == "info" and "were not rendered" in said["message"]

@@ -253,10 +253,22 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
             cases += [c for c in coverage_cases(ctx.tool_template, ctx.kwargs) if c.tools is not None]
     except jinja2.TemplateSyntaxError:  # `renders` reports it with its line
         return ProseScan([], 0, 0, None)
-    cases = cases[:MAX_CASES]
     markers = _markers(ctx, ctx.template) | (_markers(ctx, ctx.tool_template) if ctx.tool_template else set())
     seen: dict[str, SafetyFinding] = {}  # prose, by its text
     ruled: dict[str, SafetyFinding] = {}  # what the rendered rules find, by construct
+    if len(cases) > MAX_CASES:  # said, not passed over: the last branches' conversations are not rendered
+        ruled["cases-cut"] = SafetyFinding(
+            "HCT-S011",
+            1,
+            1,
+            f"the prose scan renders the first {MAX_CASES} of {len(cases)} coverage conversations; the others "
+            f"({', '.join(c.name for c in cases[MAX_CASES:][:3])}…) were not rendered, and what they would show was "
+            "not read",
+            severity="info",
+            construct="cases-cut",
+            detail={"probe": None},
+        )
+        cases = cases[:MAX_CASES]
     rendered = 0
     added_by: dict[str, list[str]] = {}  # the prose each case's rendering adds, by case
     first = Rendered(None, "not rendered")  # the plain conversation's rendering, which keyword cases are read against
