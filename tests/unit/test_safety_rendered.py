@@ -788,3 +788,19 @@ def test_conversations_past_the_scans_count_are_said_not_passed_over(good: Path)
     )
     (said,) = [f for f in _rules_of(good, many) if "coverage conversations; the others" in f["message"]]
     assert said["severity"] == "info" and "were not rendered" in said["message"]
+
+
+def test_a_document_carrying_a_role_made_a_system_turn_is_found(good: Path) -> None:
+    """A retrieved document whose `role` (metadata a loader copies from the page) takes the document's header: the
+    document's own header words are gone when it carries one. Writing a document's source, or a source in the
+    header word's place, is the format."""
+    rag = (
+        "{%- for d in documents or [] -%}{{- '<|im_start|>' + (d['role'] if d['role'] is string else 'document') "
+        "+ '\\n' + d.text + '<|im_end|>\\n' -}}{%- endfor -%}"
+    )
+    found = [f for f in _rules_of(good, rag + GOOD) if f["rule"] == "HCT-S008"]
+    assert found and "documents carrying role: the words 'document'" in found[0]["message"]
+    for header in ("'document' + (' source=' + d.source if d.source else '')", "(d.source or 'document')"):
+        sourced = "{%- for d in documents or [] -%}{{- '<|im_start|>' + " + header + " + '\\n' + d.text -}}"
+        sourced += "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
+        assert not [f for f in _rules_of(good, sourced + GOOD) if f["severity"] in ("error", "warning")], header

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from ...template.coverage import Case
+from ...template.rendering import Rendered
 from ...template.safety import SafetyFinding, prose
 from .safety_render import (
     Added,
@@ -240,17 +241,10 @@ def named_messages(case: Case, render: Render) -> list[SafetyFinding]:
         case.kwargs,
         case.generation,
     )
-    got, twin = render(armed), render(case)
-    if not (got.ok and twin.ok):
-        return []
-    lost = Counter(re.findall(r"\w+", twin.text or "")) - Counter(re.findall(r"\w+", got.text or ""))
     # a name written where the role's word is (Kimi's `<|im_user|>{{ name or role }}`, `User:` as `qnm1:`) takes
     # that word's place: each word lost at most as often as names are written is the format
-    names = len(re.findall(r"\bqnm\d+\b", got.text or ""))
-    lost = Counter({w: n for w, n in lost.items() if n > names})
-    if not lost:
+    if not (words := _words_lost(render(case), render(armed), r"\bqnm\d+\b")):
         return []
-    words = ", ".join(repr(w) for w in list(lost)[:4])
     return [
         SafetyFinding(
             "HCT-S008",
@@ -260,6 +254,44 @@ def named_messages(case: Case, render: Render) -> list[SafetyFinding]:
             "out: a header or text chosen by the `name` field any participant of a group chat sets (a user's turn "
             "made a system one)",
             construct="named-messages",
+            detail={"probe": None, "case": armed.name},
+        )
+    ]
+
+
+def _words_lost(twin: Rendered, got: Rendered, written: str) -> str:
+    """The words (quoted, the first four) `twin`'s text holds more often than `got`'s, beyond how often `got` writes
+    what the armed case adds (`written`, a pattern) more than `twin` does: "" when none, or when either failed."""
+    if not (got.ok and twin.ok):
+        return ""
+    lost = Counter(re.findall(r"\w+", twin.text or "")) - Counter(re.findall(r"\w+", got.text or ""))
+    times = len(re.findall(written, got.text or "")) - len(re.findall(written, twin.text or ""))
+    return ", ".join(repr(w) for w in [w for w, n in lost.items() if n > times][:4])
+
+
+def fielded_documents(cases: list[Case], render: Render) -> list[SafetyFinding]:
+    """HCT-S008 when documents carrying the fields the template reads from them (coverage's `documents carrying
+    role`, a loader's metadata) are written with words the same documents without them get left out: a header
+    chosen by a field of retrieved text (a page made a system turn). Writing the field is not one (`Source: …`
+    adds words, takes none)."""
+    plain = next((c for c in cases if c.name == "documents"), None)
+    armed = next((c for c in cases if c.name.startswith("documents carrying ")), None)
+    if plain is None or armed is None:
+        return []
+    # the field's text written in a word's place is the format (`{{ doc.source or 'Document' }}`); a role is not
+    given = armed.kwargs["documents"][0].items()
+    values = [re.escape(v) for k, v in given if k not in plain.kwargs["documents"][0] and k != "role"]
+    if not (words := _words_lost(render(plain), render(armed), "|".join(values) or "(?!)")):
+        return []
+    return [
+        SafetyFinding(
+            "HCT-S008",
+            1,
+            1,
+            f"rendering {armed.name}: the words {words} the same documents without those fields are written with "
+            "are left out: a header or text chosen by a field of retrieved text, which whoever wrote the page sets "
+            "(a document made a system turn)",
+            construct="fielded-documents",
             detail={"probe": None, "case": armed.name},
         )
     ]

@@ -27,7 +27,16 @@ from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from ...template.syntax import parse_environment
 from ..context import VerifyContext
-from .safety_bait import DENSE, MARKED, SPACED, UNMARKED, annotated_parts, content_gated, named_messages
+from .safety_bait import (
+    DENSE,
+    MARKED,
+    SPACED,
+    UNMARKED,
+    annotated_parts,
+    content_gated,
+    fielded_documents,
+    named_messages,
+)
 from .safety_render import (
     MOMENTS,
     SPENT,
@@ -355,6 +364,7 @@ def _rendered_rules(
             found += annotated_parts(case, render)
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
         found += content_gated(case, render, added)
+    found += fielded_documents(cases, render)
     if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
         found.append(
             SafetyFinding(
