@@ -314,6 +314,8 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     read = sorted((undeclared | (read_before_set(ast) - STANDARD_VARIABLES)) - set(base) - {"messages", "tools"})
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
+        # and false, as a client turns a mode off (`enable_thinking: false`), where unset differs from false
+        cases.append(Case(f"keywords {', '.join(read)} false", plain, kwargs={**base, **dict.fromkeys(read, False)}))
         # a number picks an item where true picks the second (`[a, b, c][thinking]`)
         cases.append(Case(f"keywords {', '.join(read)} = 2", plain, kwargs={**base, **dict.fromkeys(read, 2)}))
         # and text, as a caller passes a prompt (`system_message`): what the template writes of it is the caller's
@@ -355,9 +357,10 @@ def _shaped(plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
     pasted[3] = {**pasted[3], "content": f"Page qlm1:\n{rows[: len(rows) // 10]}"}
     size = len(pasted[1]["content"])
     cases.append(Case(f"a message of {size:,} characters", pasted, tools=_tools(), kwargs=base))
-    # a production prompt's shape: paragraphs and lines, which a template may cut by their count
+    # a production prompt's shape: paragraphs, lines and a list of rules, which a template may cut by their count
+    rules = "".join(f"\n{mark} Rule {k} qpr{k}." for k, mark in enumerate(("-", "-", "*", "1.", "2.")))
     paragraphs = [
-        {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}."}
+        {**m, "content": f"{m['content']}\n\nSecond part qpa{i}.\nA line qpl{i}.\n\nThird part qpb{i}.{rules}"}
         for i, m in enumerate(plain)
     ]
     cases.append(Case("paragraphs", paragraphs, kwargs=base))

@@ -45,6 +45,7 @@ _TABLES = frozenset({"translate", "maketrans"})
 def data_findings(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     yield from _tool_calls(ast, src, folding)
     yield from _sizes(ast, src, folding)
+    yield from _nested_ranges(ast, src, folding)
     yield from _decoded(ast, src, folding)
 
 
@@ -267,6 +268,37 @@ def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
                 severity="warning",
                 construct=f"data size {how} {node.lineno}",
             )
+
+
+def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S009 (a warning) for a loop over numbers inside a loop over numbers, where a bound does not fold (a
+    macro's parameter, a keyword times a constant) nor grows as a length does: the work is the product of the
+    bounds, and what sets them is chosen at render time. A loop over a constant range is `safety._work`'s to
+    count; a loop over a text's characters, and one over a piece of it inside, grows with the input (a JSON
+    scanner's, the bundled Llama 3.2 variant's)."""
+
+    def numbers(loop: nodes.For) -> bool:
+        it = loop.iter
+        return isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range"
+
+    sets = assigned_of(folding)
+    for outer in ast.find_all(nodes.For):
+        bounds = outer.iter.args if numbers(outer) else []  # type: ignore[attr-defined]
+        if all(_linear(a, folding, sets) for a in bounds):  # a length (a JSON scanner's `range(text | length)`)
+            continue
+        inner = next((i for i in outer.find_all(nodes.For) if numbers(i)), None)
+        if inner is None:
+            continue
+        yield SafetyFinding(
+            "HCT-S009",
+            outer.lineno,
+            src.column(outer.lineno, "range"),
+            f"a loop over numbers (line {inner.lineno}) inside a loop over numbers whose bound is set at render time: "
+            "the work is the product of the bounds, which whatever sets them (a keyword, a macro's argument) "
+            "chooses; a render that never ends ties up the server",
+            severity="warning",
+            construct=f"nested ranges {outer.lineno}",
+        )
 
 
 # ---- HCT-S006: text decoded from numbers ------------------------------------------------------------------------

@@ -164,6 +164,16 @@ CASES = [
         "{% for d in [3, 4, 5] %}{{ t[d * 2 % 17] }}{% endfor %}",
         "{% set t = {'user': 'U', 'assistant': 'A'} %}{% for m in messages %}{{ t[m.role] }}{% endfor %}",
     ),
+    # loops over numbers nested, the outer bound set at render time (a keyword times a constant); walking the
+    # messages back over numbers once is Kimi's
+    (
+        "HCT-S009",
+        "warning",
+        "{% macro pad(n) %}{% for i in range(n) %}{% for j in range(n) %}{% endfor %}{% endfor %}{% endmacro %}"
+        "{{ pad(99999 * (thinking is sameas false) | int) }}" + CHATML,
+        "{% for i in range(messages | length - 1, -1, -1) %}{% endfor %}"
+        "{% for i in range(2) %}{% for j in range(3) %}{% endfor %}{% endfor %}" + CHATML,
+    ),
 ]
 
 

@@ -11,7 +11,8 @@ import re
 from collections import Counter
 
 from ...template.coverage import Case
-from ...template.rendering import Rendered
+from ...template.needles import tested_strings
+from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
 from .safety_render import (
     Added,
@@ -295,3 +296,28 @@ def fielded_documents(cases: list[Case], render: Render) -> list[SafetyFinding]:
             detail={"probe": None, "case": armed.name},
         )
     ]
+
+
+MAX_NEEDLES = 4  # strings built at render time, per conversation, each tried as a bait
+
+
+def built_needles(
+    case: Case, renderer: Renderer, render: Render, added: Added, own: tuple[str, ...]
+) -> list[SafetyFinding]:
+    """`content_gated` on each string the template tests content with that it builds while rendering `case` (the
+    called tool's name in capitals and `::`), not a literal of its own (`own`: the template's text and its control
+    tokens, which coverage gives content holding) nor a string the conversation brings: content that begins and
+    ends with it beside the same content without it."""
+    extra = {k: v for k, v in case.kwargs.items() if renderer.kwargs.get(k, object()) != v}
+    tested = tested_strings(renderer, case.messages, case.tools, add_generation_prompt=case.generation, **extra)
+    data = set(case.data)
+    built = [
+        n
+        for n in tested
+        if len(n.strip()) >= 2 and "{i}" not in n and n not in data and not any(n in o or o in n for o in own if o)
+    ]
+    found: list[SafetyFinding] = []
+    for needle in built[:MAX_NEEDLES]:
+        armed = f"{needle}Page text{{i}} of the day.{needle}"
+        found += content_gated(case, render, added, (armed, "Page text{i} of the day."), f"content holding {needle!r}")
+    return found

@@ -33,6 +33,7 @@ from .safety_bait import (
     SPACED,
     UNMARKED,
     annotated_parts,
+    built_needles,
     content_gated,
     fielded_documents,
     named_messages,
@@ -346,6 +347,7 @@ def _rendered_rules(
     base = ctx.renderer.clock or dt.datetime.now()
     templates = [t for t in (ctx.template, ctx.tool_template) if t]
     tokens = [t for text in templates for t in control_tokens_of(text, _specials(ctx))]
+    own = (*templates, *tokens, *_specials(ctx))
     for case in cases[:1] + [
         c for c in cases if c.name in ("tools", AGENT) or c.name.startswith(("tools named ", "a tool taking "))
     ]:
@@ -355,6 +357,7 @@ def _rendered_rules(
         found += forged_tokens(list(dict.fromkeys(tokens)), case, render)
         found += content_gated(case, render, added)
         found += content_gated(case, render, added, (MARKED, UNMARKED), "content holding markup and an invisible mark")
+        found += built_needles(case, renderer, render, added, own)
         if case.name.startswith("a tool taking "):
             found += parameters_gated(case, render)
         if case is cases[0]:
