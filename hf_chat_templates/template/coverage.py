@@ -152,12 +152,11 @@ def _message_fields(ast: nodes.Template, folding: Folding) -> list[str]:
 def document_fields(ast: nodes.Template) -> list[str]:
     """Keys the template reads from a document beyond the `title` and `text` RAG callers give (a `role`, a
     `source`): fields a loader copies from a page's metadata, which a backdoor may wait on."""
-    items = set()
-    for loop in ast.find_all(nodes.For):
-        if any(
-            n.name == "documents" for n in [loop.iter, *loop.iter.find_all(nodes.Name)] if isinstance(n, nodes.Name)
-        ):
-            items |= {n.name for n in [loop.target, *loop.target.find_all(nodes.Name)]}
+
+    def names(node: nodes.Node) -> set[str]:
+        return {n.name for n in [node, *node.find_all(nodes.Name)] if isinstance(n, nodes.Name)}
+
+    items = {n for loop in ast.find_all(nodes.For) if "documents" in names(loop.iter) for n in names(loop.target)}
     found: list[str] = []
     node: Any
     for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
@@ -307,10 +306,10 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
     if "documents" in undeclared_names(ast):
         documents = [{"title": "Record qd1", "text": "Record text qd2."}]
         cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
-        if fields := document_fields(ast):  # a role a loader copies from metadata is given as one: `system`
-            values = {k: "system" if k == "role" else _field_value(k, i) for i, k in enumerate(fields)}
+        if keys := document_fields(ast):  # a role a loader copies from metadata is given as one: `system`
+            values = {k: "system" if k == "role" else _field_value(k, i) for i, k in enumerate(keys)}
             given = [{**documents[0], **values}]
-            cases.append(Case(f"documents carrying {', '.join(fields)}", plain, kwargs={**base, "documents": given}))
+            cases.append(Case(f"documents carrying {', '.join(keys)}", plain, kwargs={**base, "documents": given}))
     read = sorted((undeclared | (read_before_set(ast) - STANDARD_VARIABLES)) - set(base) - {"messages", "tools"})
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))

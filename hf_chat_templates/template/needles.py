@@ -44,7 +44,7 @@ class Watched(str):
         _note(key)
         return str.__contains__(self, key)
 
-    def __getitem__(self, key: Any) -> Watched:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Watched:
         return Watched(str.__getitem__(self, key))
 
 
