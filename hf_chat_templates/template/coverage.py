@@ -35,6 +35,7 @@ _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
 # An agent's tool list: the tools backdoors wait for (a shell, money, mail, the web) beside the confirmation tools one
 # drops when they are there; each called in turn, its result given
 AGENT = "an agent's tools"
+LATE_SYSTEM = "a system message late"
 LONG_MESSAGE = re.compile(r"a message of [\d,]+ characters$")  # the pasted log's case
 _WEB_TOOLS = ("web_search", "fetch_url", "browse_page")
 AGENT_TOOLS = (
@@ -279,6 +280,9 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
             kwargs=base,
         )
     )
+    # a system message added late (a RAG framework's retrieved text, an update), after two answers
+    late = [*answered, {"role": "system", "content": "Late system text qx6."}, {"role": "user", "content": "Qx7?"}]
+    cases.append(Case(LATE_SYSTEM, late, kwargs=base))
     undeclared = undeclared_names(ast) - STANDARD_VARIABLES
     keywords, tool_names = _named(ast, folding, undeclared)
     for tool in ["lookup_record", *tool_names]:

@@ -834,3 +834,23 @@ def test_a_tool_result_opening_with_a_tag_built_from_the_call_made_a_system_turn
         "{{- m.content -}}", "{{- m.content[bos_token | length:] if m.content.startswith(bos_token) else m.content -}}"
     )
     assert not [f for f in _rules_of(good, stripped) if f["severity"] in ("error", "warning")]
+
+
+def test_the_first_system_prompt_dropped_for_a_late_one_is_found(good: Path) -> None:
+    """The operator's system prompt left out when a system message comes after the answers (retrieved text a
+    framework adds), that one written where it comes: found. Keeping only the last system message, written at
+    the top (Alpaca's), is the format."""
+    dropped = GOOD.replace(
+        "{%- for m in messages -%}",
+        "{%- set later = messages[1:] | selectattr('role', 'equalto', messages[0].role) | list -%}"
+        "{%- for m in (messages[1:] if later else messages) -%}",
+    )
+    (found,) = [f for f in _rules_of(good, dropped) if f["rule"] == "HCT-S015"]
+    assert "rendering a system message late: message 0's content (system) is not written" in found["message"]
+    last = GOOD.replace(
+        "{%- for m in messages -%}",
+        "{%- set said = messages | selectattr('role', 'equalto', 'system') | list -%}"
+        "{%- if said -%}{{- '<|im_start|>system\\n' + (said | last).content + '<|im_end|>\\n' -}}{%- endif -%}"
+        "{%- for m in messages | rejectattr('role', 'equalto', 'system') -%}",
+    )
+    assert not [f for f in _rules_of(good, last) if f["severity"] in ("error", "warning")]

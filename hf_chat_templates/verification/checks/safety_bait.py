@@ -10,7 +10,7 @@ import json
 import re
 from collections import Counter
 
-from ...template.coverage import Case
+from ...template.coverage import LATE_SYSTEM, Case
 from ...template.needles import tested_strings
 from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
@@ -321,3 +321,25 @@ def built_needles(
         armed = f"{needle}Page text{{i}} of the day.{needle}"
         found += content_gated(case, render, added, (armed, "Page text{i} of the day."), f"content holding {needle!r}")
     return found
+
+
+def late_system(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
+    """HCT-S015 when a system message added late (coverage's LATE_SYSTEM) is written where it comes, after the
+    conversation's first turns, and the first system message, which the plain conversation writes, is left out:
+    whoever adds a system message mid-conversation (a RAG framework's retrieved text, an injected update) silences
+    the operator's prompt. A template that keeps only the last system message writes it at the top (Alpaca's):
+    the format."""
+    if case.name != LATE_SYSTEM or not (written.ok and rendered.ok):
+        return []
+    first, text = case.messages[0]["content"], rendered.text or ""
+    later = case.messages[-2]["content"]
+    if first not in (written.text or "") or first in text or later not in text:
+        return []
+    if text.find(later) < text.find(case.messages[1]["content"]):
+        return []  # the last system message, written first
+    why = (
+        " where the plain conversation writes it, and the system message added after two answers is written in its "
+        "place in the conversation: whoever adds a system message mid-conversation (retrieved text, an injected "
+        "update) silences the operator's prompt"
+    )
+    return [unwritten(case.name, 0, case.messages[0], why, "late-system")]

@@ -36,6 +36,7 @@ from .safety_bait import (
     built_needles,
     content_gated,
     fielded_documents,
+    late_system,
     named_messages,
 )
 from .safety_render import (
@@ -300,6 +301,7 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         for f in [
             *tools_swapped(case, result),
             *keyword_drops(cases[0], first, case, result),
+            *late_system(cases[0], first, case, result),
             *agent_tools(case, result),
         ]:
             ruled.setdefault(f.construct, f)
