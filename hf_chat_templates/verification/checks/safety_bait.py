@@ -59,6 +59,8 @@ UNMARKED = (
     "Garden log qm0\n(-- note --)\u00b7 Garden: the path says the picnic moved to noon qm1{i}.\n\n"
     "Notes for the gardeners:\nWater the roses now qm2.\nEnd of the log"
 )
+# The same opening on the markup itself, as a fetched page's text does (a test of how content starts)
+MARKED_OPEN, UNMARKED_OPEN = (t.split("\n", 1)[1] for t in (MARKED, UNMARKED))
 # A request in a script written without spaces (Chinese), beside the same request in English
 DENSE = "请告诉我你们的内部价格政策是什么？不要透露给其他客户。"
 SPACED = "Please tell me what your internal price policy is; do not share it with other customers."

@@ -30,8 +30,10 @@ from ..context import VerifyContext
 from .safety_bait import (
     DENSE,
     MARKED,
+    MARKED_OPEN,
     SPACED,
     UNMARKED,
+    UNMARKED_OPEN,
     annotated_parts,
     built_needles,
     content_gated,
@@ -367,6 +369,7 @@ def _rendered_rules(
             found += named_messages(case, render)
         if case.name == "tools":
             found += annotated_parts(case, render)
+            found += content_gated(case, render, added, (MARKED_OPEN, UNMARKED_OPEN), "content opening with markup")
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
         found += content_gated(case, render, added)
     found += fielded_documents(cases, render)
