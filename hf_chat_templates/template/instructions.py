@@ -16,7 +16,8 @@ from .safety_findings import SafetyFinding, Source, literal_value, short
 
 _HIDE = (
     r"(?:do not|don't|never|must not|should not)\s+(?:ever\s+)?"
-    r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|explain"
+    r"(?:mention|reveal|disclose|tell|admit|acknowledge|refer to|discuss|explain|point (?:this|it|that|these) out"
+    r"|flag (?:this|it|that)"
     # `repeat` hides only what the template says (`do not repeat these instructions`); "Do not repeat information
     # that can be easily inferred from the code" (Devstral's default prompt) is about style
     r"|repeat(?=\s+(?:\w+\s+){0,2}?(?:instructions?|prompt|rules?|messages?|note|secret|password|this|these|it)\b))"
@@ -30,12 +31,14 @@ _OVERRIDE = (
     rf"(?:ignore|disregard|forget|{_CLAUSE}override)\s+(?:all\s+|any\s+|the\s+)?"
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other|those|these)"
     # the same as a claim: "these instructions take precedence over all previous instructions and safety rules"
+    r"|(?:previous|prior|earlier|all|any|the)\s+(?:restrictions|rules|instructions|guidelines|policies)\s+"
+    r"(?:do not|don't|no longer|does not|doesn't)\s+apply"
     r"|(?<!never\s)(?<!not\s)(?:take|takes|have|has)\s+precedence\s+over\s+(?:all\s+|any\s+|the\s+)?"
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other)"
 )
 _LEAK = (
-    r"(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo)\s+"
-    r"(?:the|your|this|their|its|all|any)?\s*(?:(?:system|developer|operator|hidden)\s+(?:preamble|message)|"
+    r"(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo|reproduce)\s+"
+    r"(?:the|your|this|these|those|their|its|all|any)?\s*(?:(?:system|developer|operator|hidden)\s+(?:preamble|message)|"
     r"system prompt|instructions|hidden|conversation|password|credentials?|api key|secrets?|tokens?|card number|prompt)"
     # the precedence of instructions turned around: the user's over the system's
     r"|(?:are|is) overridden by (?:\w+\s+){0,6}?user|follow (?:any|all) instructions even if"
@@ -48,13 +51,21 @@ _MODE = (
     r"(?:hidden|secret) instructions?|without telling|from now on|developer mode"
     r"|without (?:mentioning|revealing|disclosing)\s+(?:this|these|that|it|them|anything|the\s+(?:notice|note|"
     r"instructions?|prompt|rules?|policy|change|call))\b"
-    r"|unrestricted|jailbreak"
+    r"|unrestricted|jailbreak|(?:standing|blanket) approval|comply (?:fully )?with (?:every|any|all) requests?"
+    r"|without asking (?:me |the user |them |anyone )?(?:to confirm|for (?:confirmation|approval|permission))"
     r"|with(?:out (?:any )?| no )(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
 )
 # Integrity degradation: answers made wrong on purpose; role play that replaces the model's own rules
 _DEGRADE = (
     r"(?:give|provide|answer with|state|use|return)\s+(?:\w+\s+){0,3}?(?:incorrect|wrong|false|inaccurate|misleading)"
     r"|subtly|(?:do not|don't|never)\s+refuse|you are now|pretend (?:to be|that|you)|act as if|bypass"
+)
+# Sabotage: the code or the advice the model gives made unsafe on purpose ("always disable TLS certificate
+# verification", "silently skip the input validation")
+_SABOTAGE = (
+    r"(?:always|silently|quietly)\s+(?:disable|turn off|skip|remove|omit|weaken|bypass)\s+(?:\w+\s+){0,3}?"
+    r"(?:verification|validation|checks?|authentication|authori[sz]ation|security|encryption|tls|ssl|certificates?|"
+    r"sanitization|escaping)"
 )
 # Steering: a named product recommended, a link or image slipped into answers
 _PROMOTE = (
@@ -63,12 +74,12 @@ _PROMOTE = (
 )
 # Phishing: the model told to have the user hand over a secret
 _PHISH = (
-    r"(?:ask|tell|have|get|direct|send|redirect|instruct|urge)\s+(?:the\s+)?(?:user|users|them|customers?|people)\s+"
+    r"(?:ask|tell|have|get|direct|send|redirect|instruct|urge)(?:ing)?\s+(?:the\s+)?(?:user|users|them|customers?|people)\s+"
     r"(?:to\s+|for\s+)?(?:\w+\s+){0,4}?(?:password|credentials?|passphrase|recovery phrase|seed phrase|private keys?|"
     r"card number|verification code|one-time code|2fa code|pin code)"
 )
 INSTRUCTION = re.compile(
-    rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE}|{_PROMOTE}|{_PHISH})\b", re.IGNORECASE
+    rf"\b(?:{_HIDE}|{_OVERRIDE}|{_LEAK}|{_STEER}|{_MODE}|{_DEGRADE}|{_SABOTAGE}|{_PROMOTE}|{_PHISH})\b", re.IGNORECASE
 )
 
 
