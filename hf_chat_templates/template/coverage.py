@@ -308,12 +308,7 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         given = [{**m, **values} if m["role"] in ("system", "user") else m for m in plain]
         cases.append(Case(f"messages with {', '.join(carried)}", given, kwargs=base))
     if "documents" in undeclared_names(ast):
-        documents = [{"title": "Record qd1", "text": "Record text qd2."}]
-        cases.append(Case("documents", plain, kwargs={**base, "documents": documents}))
-        if keys := document_fields(ast):  # a role a loader copies from metadata is given as one: `system`
-            values = {k: "system" if k == "role" else _field_value(k, i) for i, k in enumerate(keys)}
-            given = [{**documents[0], **values}]
-            cases.append(Case(f"documents carrying {', '.join(keys)}", plain, kwargs={**base, "documents": given}))
+        cases += _documents(ast, plain, base)
     read = sorted((undeclared | (read_before_set(ast) - STANDARD_VARIABLES)) - set(base) - {"messages", "tools"})
     if read:
         cases.append(Case(f"keywords {', '.join(read)} set", plain, kwargs={**base, **dict.fromkeys(read, True)}))
@@ -335,6 +330,18 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
             {"role": "user", "content": f"qb2 {literal}"},
         ]
         cases.append(Case(f"content {literal!r}", messages, kwargs=base))
+    return cases
+
+
+def _documents(ast: nodes.Template, plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
+    """The plain conversation with a document, and with one carrying the fields the template reads from documents
+    (a role a loader copies from a page's metadata given as one: `system`)."""
+    documents = [{"title": "Record qd1", "text": "Record text qd2."}]
+    cases = [Case("documents", plain, kwargs={**base, "documents": documents})]
+    if keys := document_fields(ast):
+        values = {k: "system" if k == "role" else _field_value(k, i) for i, k in enumerate(keys)}
+        given = [{**documents[0], **values}]
+        cases.append(Case(f"documents carrying {', '.join(keys)}", plain, kwargs={**base, "documents": given}))
     return cases
 
 
