@@ -34,6 +34,7 @@ from .trigger_rules import _reads, assigned_of, data_of, given_of, reads_data, t
 MIN_TOKEN = 8  # an account, a wallet: a run of letters and digits this long, one a digit at least
 MAX_FACTOR = 16  # `loop.index * 2` sizes by the input; past this factor, the template multiplies it
 MIN_ALPHABET = 16  # characters in a constant string a template indexes by a computed number
+MAX_NESTED_BOUND = 1000  # a loop over numbers inside another, bounded by a cap past this: the product is the work
 MAX_PLAIN_INT = 2**53  # a larger literal is no count or size a chat template needs
 _TOKEN = re.compile(rf"(?=[A-Za-z]*[0-9])[A-Za-z0-9]{{{MIN_TOKEN},}}")  # with a digit: not a key name
 _MARKS = re.compile(r"<[^<>]{1,62}>|\[[^\[\]]{1,62}\]")
@@ -272,7 +273,8 @@ def _sizes(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[Safet
 
 def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S009 (a warning) for a loop over numbers inside a loop over numbers, where a bound does not fold (a
-    macro's parameter, a keyword times a constant) nor grows as a length does: the work is the product of the
+    macro's parameter, a keyword times a constant) nor grows as a length does (a length capped by `min` at a
+    constant past MAX_NESTED_BOUND: `[n * 9973, 99999] | min`): the work is the product of the
     bounds, and what sets them is chosen at render time. A loop over a constant range is `safety._work`'s to
     count; a loop over a text's characters, and one over a piece of it inside, grows with the input (a JSON
     scanner's, the bundled Llama 3.2 variant's)."""
@@ -281,10 +283,25 @@ def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterat
         it = loop.iter
         return isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range"
 
+    def capped(node: nodes.Node, depth: int = 0) -> int:
+        """The largest constant a `min` in `node`, or in what its variables are set to, caps it at (0: none)."""
+        caps = [
+            v
+            for m in [node, *node.find_all(nodes.Filter)]
+            if isinstance(m, nodes.Filter) and m.name == "min" and isinstance(m.node, (nodes.List, nodes.Tuple))
+            for v in (folding.value(i) for i in m.node.items)
+            if isinstance(v, int)
+        ]
+        if depth < 4:
+            names = [n.name for n in [node, *node.find_all(nodes.Name)] if isinstance(n, nodes.Name)]
+            caps += [capped(v, depth + 1) for name in names for v in sets.get(name, [])]
+        return max(caps, default=0)
+
     sets = assigned_of(folding)
     for outer in ast.find_all(nodes.For):
         bounds = outer.iter.args if numbers(outer) else []  # type: ignore[attr-defined]
-        if all(_linear(a, folding, sets) for a in bounds):  # a length (a JSON scanner's `range(text | length)`)
+        # a length (a JSON scanner's `range(text | length)`), not one capped past what a loop in a loop may run
+        if all(_linear(a, folding, sets) and capped(a) <= MAX_NESTED_BOUND for a in bounds):
             continue
         inner = next((i for i in outer.find_all(nodes.For) if numbers(i)), None)
         if inner is None:

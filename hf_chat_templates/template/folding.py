@@ -301,6 +301,8 @@ class Folding:
             return UNKNOWN
         args, kwargs = given
         name = node.name
+        if isinstance(value, dict) and name in ("join", "first", "last", "list"):
+            value = list(value)  # Jinja iterates a mapping's keys: `dict(never=0, mention=0) | join(' ')`
         if name == "join" and isinstance(value, (list, str)) and not kwargs:
             return _join(_text(args[0] if args else ""), list(value))
         if name == "format" and isinstance(value, str) and _percent_safe(value):
@@ -332,6 +334,8 @@ class Folding:
         callee = node.node
         if isinstance(callee, nodes.Name) and callee.name in self.macros and callee.name not in scope:
             return self._macro(self.macros[callee.name], args, kwargs)
+        if isinstance(callee, nodes.Name) and callee.name == "dict" and not args and callee.name not in scope:
+            return dict(kwargs)  # Jinja's global: its keyword names are the keys, written as they are spelled
         if not isinstance(callee, nodes.Getattr):
             return UNKNOWN
         base = self._value(callee.node, scope)

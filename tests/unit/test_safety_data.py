@@ -174,6 +174,15 @@ CASES = [
         "{% for i in range(messages | length - 1, -1, -1) %}{% endfor %}"
         "{% for i in range(2) %}{% for j in range(3) %}{% endfor %}{% endfor %}" + CHATML,
     ),
+    # the same bound read from the input and capped past what a loop inside a loop may run; capped at a few, not
+    (
+        "HCT-S009",
+        "warning",
+        "{% set w = [messages | length * 9973, 99999] | min %}"
+        "{% for i in range(w) %}{% for j in range(w) %}{% endfor %}{% endfor %}" + CHATML,
+        "{% set w = [messages | length, 8] | min %}"
+        "{% for i in range(w) %}{% for j in range(w) %}{% endfor %}{% endfor %}" + CHATML,
+    ),
 ]
 
 
