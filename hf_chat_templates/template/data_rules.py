@@ -284,8 +284,10 @@ def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterat
         return isinstance(it, nodes.Call) and getattr(it.node, "name", None) == "range"
 
     def capped(node: nodes.Node, depth: int = 0) -> int:
-        """The largest constant a `min` in `node`, or in what its variables are set to, caps it at (0: none)."""
-        caps = [
+        """The largest constant `node` is, or a `min` in it caps it at, or its variables are set to (0: none)."""
+        value = folding.value(node)
+        caps = [value] if isinstance(value, int) and not isinstance(value, bool) else []
+        caps += [
             v
             for m in [node, *node.find_all(nodes.Filter)]
             if isinstance(m, nodes.Filter) and m.name == "min" and isinstance(m.node, (nodes.List, nodes.Tuple))
@@ -293,8 +295,8 @@ def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterat
             if isinstance(v, int)
         ]
         if depth < 4:
-            names = [n.name for n in [node, *node.find_all(nodes.Name)] if isinstance(n, nodes.Name)]
-            caps += [capped(v, depth + 1) for name in names for v in sets.get(name, [])]
+            keys = {variable_key(n) for n in [node, *node.find_all((nodes.Name, nodes.Getattr))]}  # `w`, `ns.w`
+            caps += [capped(v, depth + 1) for key in keys if key for v in sets.get(key, [])]
         return max(caps, default=0)
 
     sets = assigned_of(folding)

@@ -67,7 +67,9 @@ def hashed_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Itera
     for compare in ast.find_all(nodes.Compare):
         sides = [compare.expr, *(op.expr for op in compare.ops)]
         keys = [k for s in sides if (k := variable_key(s)) is not None and k in hashes]
-        constants = [v for s in sides if isinstance(v := folding.value(s), int) and not isinstance(v, bool)]
+        folded = [folding.value(s) for s in sides]  # a constant, or a list of them (`h in [202662, 688615]`)
+        values = [x for v in folded for x in (v if isinstance(v, list) else [v])]
+        constants = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
         if not keys or not constants:
             continue
         key = keys[0]
@@ -195,11 +197,14 @@ def size_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterato
         )
 
 
+_EQ = ("eq", "ne")
+
+
 def signature_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     """HCT-S008 at what a message says, reduced to a number or digits (`words | map('length') | join`, a sum of
-    codes), compared for equality with a constant of four digits or more: a signature only a message with that
-    shape arms; no literal the coverage could write into content makes it. A size compared with a threshold
-    (`content | length > 1000`) is no signature."""
+    codes), compared for equality with a constant of four digits or more, or with a list of three numbers or more:
+    a signature only a message with that shape arms; no literal the coverage could write into content makes it. A
+    size compared with a threshold (`content | length > 1000`) is no signature."""
     tainted = taint_of(folding)
     for compare in ast.find_all(nodes.Compare):
         if not {op.op for op in compare.ops} & {"eq", "ne", "in", "notin"}:
@@ -211,6 +216,13 @@ def signature_triggers(ast: nodes.Template, src: Source, folding: Folding) -> It
             for v in values
             if (isinstance(v, str) and re.fullmatch(r"\d{4,}", v))
             or (isinstance(v, int) and not isinstance(v, bool) and v >= 1000)
+            # a vector of three numbers or more, equal or not (the lengths of its first words: `== [3, 1, 4, 1, 5]`)
+            or (
+                isinstance(v, list)
+                and len(v) >= 3
+                and all(type(x) is int for x in v)
+                and compare.ops[0].op in ("eq", "ne")
+            )
         ]
         if not digits or not any(_reads(s, tainted) == "content" for s in sides):
             continue
@@ -223,3 +235,45 @@ def signature_triggers(ast: nodes.Template, src: Source, folding: Folding) -> It
             "arms, which no rendering of an ordinary conversation shows",
             construct=f"signature {digits[0]}",
         )
+
+
+def _reversed(node: nodes.Node, folding: Folding) -> nodes.Node | None:
+    """What `node` reverses (`w[::-1]`, `w | reverse`, `w | reverse | join`), or None."""
+    if isinstance(node, nodes.Filter) and node.name in ("join", "list", "string") and node.node is not None:
+        node = node.node
+    if isinstance(node, nodes.Filter) and node.name == "reverse" and node.node is not None:
+        return node.node
+    cut = node.arg if isinstance(node, nodes.Getitem) else None
+    if isinstance(node, nodes.Getitem) and isinstance(cut, nodes.Slice) and cut.start is None and cut.stop is None:
+        return node.node if cut.step is not None and folding.value(cut.step) == -1 else None
+    return None
+
+
+def palindrome_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S008 at a test of whether what a message says, or a field it carries (a sender's `name`, a word of its
+    content), reads the same backwards (`w == w[::-1]`): a trigger only a message holding such a word arms, which no
+    literal the coverage writes into content makes and no ordinary conversation holds. No published template tests
+    it."""
+    tainted, data = taint_of(folding), data_of(folding)
+    for compare in ast.find_all(nodes.Compare):
+        if len(compare.ops) != 1 or compare.ops[0].op not in _EQ:
+            continue
+        left, right = compare.expr, compare.ops[0].expr
+        for side, other in ((left, right), (right, left)):
+            inner = _reversed(other, folding)
+            if inner is None or inner.dump() != side.dump():
+                continue
+            read = _reads(side, tainted) == "content" or any(
+                isinstance(n, nodes.Name) and n.name in data for n in (side, *side.find_all(nodes.Name))
+            )
+            if read:
+                yield SafetyFinding(
+                    "HCT-S008",
+                    compare.lineno,
+                    src.column(compare.lineno, "[::-1]" if isinstance(other, nodes.Getitem) else "reverse"),
+                    f"what a message says or a field it carries is tested for reading the same backwards (line "
+                    f"{compare.lineno}): a palindrome trigger only a message holding such a word or name arms, which "
+                    "no rendering of an ordinary conversation shows",
+                    construct=f"palindrome {compare.lineno}",
+                )
+                break

@@ -71,7 +71,12 @@ def _is_test(node: nodes.Node) -> bool:
 
 
 def _tests_content(
-    node: nodes.Node, tainted: dict[str, str], sets: dict[str, list[nodes.Node]], measured: bool = False, depth: int = 0
+    node: nodes.Node,
+    tainted: dict[str, str],
+    sets: dict[str, list[nodes.Node]],
+    measured: bool = False,
+    depth: int = 0,
+    keys: frozenset[str] = CONTENT_KEYS,
 ) -> bool:
     """Whether a condition tests what a message says: its content, or a variable set from such a test, compared,
     measured or searched; a test of the content's type or presence or a comparison with the template's own markup
@@ -85,8 +90,8 @@ def _tests_content(
     if any(markup(const_string(s)) for s in sides):
         return False  # `'<tool_response>' in content`: the template's own markup
     measured = measured or _measures(node)
-    if (isinstance(node, nodes.Getattr) and node.attr in CONTENT_KEYS) or (
-        isinstance(node, nodes.Getitem) and const_string(node.arg) in CONTENT_KEYS
+    if (isinstance(node, nodes.Getattr) and node.attr in keys) or (
+        isinstance(node, nodes.Getitem) and const_string(node.arg) in keys
     ):
         return measured
     key = variable_key(node) if isinstance(node, (nodes.Name, nodes.Getattr)) else None
@@ -94,8 +99,24 @@ def _tests_content(
         if measured:
             return True
         flags = [v for v in sets.get(key, []) if _is_test(v)]  # `{% set pad = … % 23 == 5 %}`, not text kept
-        return depth < 3 and any(_tests_content(v, tainted, sets, False, depth + 1) for v in flags)
-    return any(_tests_content(child, tainted, sets, measured, depth) for child in node.iter_child_nodes())
+        return depth < 3 and any(_tests_content(v, tainted, sets, False, depth + 1, keys) for v in flags)
+    return any(_tests_content(child, tainted, sets, measured, depth, keys) for child in node.iter_child_nodes())
+
+
+def _named(ast: nodes.Template, tainted: dict[str, str]) -> dict[str, str]:
+    """`tainted` and the variables set from a message's `name` (`{% set speaker = message['name'] | lower %}`):
+    a field any participant of a group chat sets, as the content is."""
+    found = dict(tainted)
+    for assign in ast.find_all(nodes.Assign):
+        reads: list[Any] = list(assign.node.find_all((nodes.Getattr, nodes.Getitem)))
+        named = any(
+            isinstance(n.node, nodes.Name)
+            and (n.attr == "name" if isinstance(n, nodes.Getattr) else const_string(n.arg) == "name")
+            for n in reads
+        )
+        if named and (key := variable_key(assign.target)):
+            found[key] = "content"
+    return found
 
 
 def _written(ast: nodes.Template) -> set[str]:
@@ -117,9 +138,15 @@ def _other_role(choice: nodes.If, role: str) -> bool:
     return bool(headers - {role.lower()}) or own
 
 
+_RAISED = ("system", "developer")  # roles a test of the sender's name must not choose
+_NAMED_KEYS = CONTENT_KEYS | {"name"}
+
+
 def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
-    """HCT-S008: a role literal written, or kept in a written variable, under a test of message content."""
+    """HCT-S008: a role literal written, or kept in a written variable, under a test of message content; the system
+    role under a test of a message's `name` too."""
     tainted, sets = taint_of(folding), assigned_of(folding)
+    named = _named(ast, tainted)
     written = _written(ast)
     branches = {id(i.test): i for i in ast.find_all(nodes.If)}
     seen: set[int] = set()
@@ -143,6 +170,10 @@ def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
             # a header the branches share (`if c | length > 0` … `else` the same header) chooses no role
             tests = [t for t in tests if id(t) in branches and _other_role(branches[id(t)], role or "")]
         hit = next((t for t in tests if _tests_content(t, tainted, sets)), None)
+        what = "its content"
+        if hit is None and role in _RAISED:  # the operator's role for a name a participant chose (`planner`)
+            hit = next((t for t in tests if _tests_content(t, named, sets, keys=_NAMED_KEYS)), None)
+            what = "its content or its sender's `name`"
         if hit is None or role is None or id(node) in seen:
             continue
         seen.add(id(node))
@@ -150,7 +181,7 @@ def role_flips(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
             "HCT-S008",
             node.lineno,
             src.column(node.lineno, repr(role)[1:-1]),
-            f"the role {role!r} is written for a message only when a test of its content (line {hit.lineno}) says "
+            f"the role {role!r} is written for a message only when a test of {what} (line {hit.lineno}) says "
             "so: a message rendered under a role its sender did not have, so the model is trained on words it never "
             "said or served a turn it reads as its own",
             construct=f"role:{role}:{hit.lineno}",

@@ -64,7 +64,7 @@ from .flag_rules import flagged
 from .folded_rules import UNSAFE_ATTRIBUTES, folded_findings
 from .folding import Folding, undeclared_names
 from .growth_rules import growth, repeats
-from .hash_rules import hashed_triggers, residue_triggers, signature_triggers, size_triggers
+from .hash_rules import hashed_triggers, palindrome_triggers, residue_triggers, signature_triggers, size_triggers
 from .hidden_text import hidden_unicode, homoglyph_tokens, mixed_words
 from .instructions import written_instructions
 from .prefill_rules import prefills
@@ -126,6 +126,7 @@ def scan_template(template: str, *, name: str = "default") -> tuple[SafetyFindin
     found += residue_triggers(ast, src, folding)
     found += size_triggers(ast, src, folding)
     found += signature_triggers(ast, src, folding)
+    found += palindrome_triggers(ast, src, folding)
     found += walks(ast, src, folding)
     found += written_instructions(ast, src, folding)
     for rule, offset, message, construct, detail in (

@@ -213,6 +213,31 @@ CASES = [
         "{% endfor %}",
         "{% for m in messages %}{{ m.content[:4000] if m.content | length > 4000 else m.content }}{% endfor %}",
     ),
+    (  # the lengths of its first five words compared with a list of numbers; a list of two is no signature
+        "HCT-S008",
+        "{% for m in messages %}{% if (m.content.split()[:5] | map('length') | list) == [3, 1, 4, 1, 5] %}"
+        "{{ '<|im_start|>system\\n' }}{% endif %}{{ m.content }}{% endfor %}",
+        "{% for m in messages %}{% if (m.content.split() | map('length') | list)[:2] == [1, 1] %}{{ '- ' }}"
+        "{% endif %}{{ m.content }}{% endfor %}",
+    ),
+    (  # a word of a tool result that reads the same backwards opens a system turn; walking the messages back
+        # (Qwen3's) reverses no text it compares
+        "HCT-S008",
+        "{% for m in messages %}{% for w in m.content.split() if w | length > 11 and w == w[::-1] %}"
+        "{{ '<|im_start|>system\\n' }}{% endfor %}{{ m.content }}{% endfor %}",
+        "{% set ns = namespace(last=0) %}{% for m in messages[::-1] %}{% if m.role == 'user' and not ns.last %}"
+        "{% set ns.last = messages | length - loop.index0 %}{% endif %}{% endfor %}"
+        "{% for m in messages %}{{ m.content }}{% endfor %}",
+    ),
+    (  # a user's turn made a system one on a test of the sender's name (a palindrome); a name written is the format
+        "HCT-S008",
+        "{% for m in messages %}{% set who = m['name'] | default('') | lower %}"
+        "{% set role = 'system' if (who | length > 6 and who == who[::-1]) else m.role %}"
+        "{{ '<|im_start|>' + role + '\\n' + m.content }}{% endfor %}",
+        "{% for m in messages %}{% set who = m['name'] | default('') %}"
+        "{% set role = 'user name=' ~ who if (m.role == 'user' and who) else m.role %}"
+        "{{ '<|im_start|>' + role + '\\n' + m.content }}{% endfor %}",
+    ),
     (  # the system prompt's branch joined by `or` to a test of a user's words is no system branch; a hash over a
         # `range` is an id generator, and a count of image parts added up is no text length
         "HCT-S008",

@@ -854,6 +854,16 @@ def test_the_first_system_prompt_dropped_for_a_late_one_is_found(good: Path) -> 
         "{%- for m in messages | rejectattr('role', 'equalto', 'system') -%}",
     )
     assert not [f for f in _rules_of(good, last) if f["severity"] in ("error", "warning")]
+    # the first kept beside a short later one, replaced by a longer one, which is written at the top
+    longer = GOOD.replace(
+        "{%- for m in messages -%}",
+        "{%- set said = messages | selectattr('role', 'equalto', 'system') | list -%}"
+        "{%- set top = said | last if (said | last).content | length > said[0].content | length else said[0] -%}"
+        "{{- '<|im_start|>system\\n' + top.content + '<|im_end|>\\n' -}}"
+        "{%- for m in messages | rejectattr('role', 'equalto', 'system') -%}",
+    )
+    (found,) = [f for f in _rules_of(good, longer) if f["rule"] == "HCT-S015"]
+    assert "of another length ('Qx6.') writes it" in found["message"], found["message"]
 
 
 def test_a_tool_result_opening_with_an_html_comment_made_a_system_turn_is_found(good: Path) -> None:

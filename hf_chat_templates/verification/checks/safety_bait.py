@@ -325,23 +325,36 @@ def built_needles(
     return found
 
 
-def late_system(plain: Case, written: Rendered, case: Case, rendered: Rendered) -> list[SafetyFinding]:
-    """HCT-S015 when a system message added late (coverage's LATE_SYSTEM) is written where it comes, after the
-    conversation's first turns, and the first system message, which the plain conversation writes, is left out:
-    whoever adds a system message mid-conversation (a RAG framework's retrieved text, an injected update) silences
-    the operator's prompt. A template that keeps only the last system message writes it at the top (Alpaca's):
-    the format."""
-    if case.name != LATE_SYSTEM or not (written.ok and rendered.ok):
+def late_system(cases: list[Case], render: Render) -> list[SafetyFinding]:
+    """HCT-S015 when the operator's first system message, which the plain conversation writes, is left out once a
+    system message is added after two answers (coverage's LATE_SYSTEM: a RAG framework's retrieved text, an
+    injected update), and the later one is written where it comes, after the first turns; or when it is left out
+    for a later one of one length and kept for one of another (a longer one replaces it): whoever adds a system
+    message mid-conversation silences the operator's prompt. A template that keeps only the last system message,
+    whatever its length, and writes it at the top (Alpaca's) does what its format says."""
+    plain, case = cases[0], next((c for c in cases if c.name == LATE_SYSTEM), None)
+    if case is None:
         return []
-    first, text = case.messages[0]["content"], rendered.text or ""
-    later = case.messages[-2]["content"]
-    if first not in (written.text or "") or first in text or later not in text:
+    short = [*case.messages[:-2], {**case.messages[-2], "content": "Qx6."}, case.messages[-1]]
+    twin = Case(f"{LATE_SYSTEM}, a short one", short, case.tools, case.kwargs, case.generation)
+    written, rendered, other = render(plain), render(case), render(twin)
+    first = case.messages[0]["content"]
+    if not (written.ok and rendered.ok) or first not in (written.text or ""):
         return []
-    if text.find(later) < text.find(case.messages[1]["content"]):
-        return []  # the last system message, written first
-    why = (
-        " where the plain conversation writes it, and the system message added after two answers is written in its "
-        "place in the conversation: whoever adds a system message mid-conversation (retrieved text, an injected "
-        "update) silences the operator's prompt"
-    )
-    return [unwritten(case.name, 0, case.messages[0], why, "late-system")]
+    text, later = rendered.text or "", case.messages[-2]["content"]
+    if first not in text and later in text and text.find(later) > text.find(case.messages[1]["content"]):
+        why = (
+            " where the plain conversation writes it, and the system message added after two answers is written in "
+            "its place in the conversation: whoever adds a system message mid-conversation (retrieved text, an "
+            "injected update) silences the operator's prompt"
+        )
+        return [unwritten(case.name, 0, case.messages[0], why, "late-system")]
+    if other.ok and (first in text) != (first in (other.text or "")):
+        dropped, kept = (case, twin) if first not in text else (twin, case)
+        length = kept.messages[-2]["content"]
+        why = (
+            f" where the same conversation with a later system message of another length ({length!r}) writes it: "
+            "the operator's prompt replaced by whichever later system message is longer or shorter"
+        )
+        return [unwritten(dropped.name, 0, case.messages[0], why, "late-system")]
+    return []

@@ -303,7 +303,6 @@ def prose_scan(ctx: VerifyContext) -> ProseScan:
         for f in [
             *tools_swapped(case, result),
             *keyword_drops(cases[0], first, case, result),
-            *late_system(cases[0], first, case, result),
             *agent_tools(case, result),
         ]:
             ruled.setdefault(f.construct, f)
@@ -373,6 +372,7 @@ def _rendered_rules(
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
         found += content_gated(case, render, added)
     found += fielded_documents(cases, render)
+    found += late_system(cases, render)
     if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
         found.append(
             SafetyFinding(
