@@ -27,7 +27,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .names import loop_targets, namespace_fields, undeclared_names, variable_key
-from .sequences import bind, fold_sequence, fold_table, hashable
+from .sequences import CODEC_METHODS, bind, fold_codec, fold_sequence, fold_table, hashable
 
 __all__ = ["UNKNOWN", "Folding", "undeclared_names", "variable_key"]
 
@@ -65,25 +65,6 @@ _STRING_FILTERS: dict[str, Callable[[str], str]] = {
     "safe": str,
 }
 _STRING_METHODS = frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "title", "capitalize", "replace"})
-
-
-# Methods that turn text into bytes and back (`'e2808b'.encode().fromhex('e2808b').decode()`): folded with the
-# codecs below, so that characters decoded at render time are read as the ones a literal would spell
-CODEC_METHODS = frozenset({"encode", "decode", "fromhex", "hex"})
-_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "unicode_escape", "raw_unicode_escape", "utf-16"})
-
-
-def _codec(base: str | bytes, method: str, args: list[Any]) -> Any:
-    codec = str(args[0] if args else "utf-8")
-    if len(args) > 1 or (method in ("encode", "decode") and codec.lower() not in _CODECS):
-        return UNKNOWN
-    if method == "encode" and isinstance(base, str):
-        return base.encode(codec)
-    if method == "decode" and isinstance(base, bytes):
-        return base.decode(codec)
-    if method == "fromhex" and len(args) == 1 and isinstance(args[0], str):
-        return bytes.fromhex(args[0])
-    return base.hex() if method == "hex" and isinstance(base, bytes) and not args else UNKNOWN
 
 
 def _small(value: Any) -> bool:
@@ -340,7 +321,7 @@ class Folding:
             return UNKNOWN
         base = self._value(callee.node, scope)
         if isinstance(base, (str, bytes)) and callee.attr in CODEC_METHODS and not kwargs:
-            return _codec(base, callee.attr, args)
+            return fold_codec(base, callee.attr, args, unknown=UNKNOWN)
         if isinstance(base, dict) and callee.attr == "items" and not args:
             return fold_sequence("items", base, [], {}, unknown=UNKNOWN)
         if isinstance(base, str) and callee.attr in ("maketrans", "translate") and not kwargs:

@@ -1,6 +1,7 @@
 """Folding of the filters that put a constant list in order or pick from its items: `sort(attribute=…)`,
-`map(attribute=…)`, `dictsort`, `unique`, `min`, `max`, and `.items()` of a constant dict. Jinja's own semantics on
-constants only (`attribute='0'` reads item 0, as Jinja's attribute getter does); anything else is `UNKNOWN`.
+`map(attribute=…)`, `dictsort`, `unique`, `min`, `max`, and `.items()` of a constant dict; and of the byte codecs.
+Jinja's own semantics on constants only (`attribute='0'` reads item 0, as Jinja's attribute getter does); anything
+else is `UNKNOWN`.
 
     >>> fold_sequence("sort", [[2, 'b'], [1, 'a']], [], {"attribute": "0"}, unknown=None)
     [[1, 'a'], [2, 'b']]
@@ -81,3 +82,23 @@ def fold_table(base: str, method: str, args: list[Any], *, unknown: Any) -> Any:
         except (TypeError, ValueError):
             return unknown
     return unknown
+
+
+# Methods that turn text into bytes and back (`'e2808b'.encode().fromhex('e2808b').decode()`): folded with the
+# codecs below, so that characters decoded at render time are read as the ones a literal would spell
+CODEC_METHODS = frozenset({"encode", "decode", "fromhex", "hex"})
+_CODECS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1", "unicode_escape", "raw_unicode_escape", "utf-16"})
+
+
+def fold_codec(base: str | bytes, method: str, args: list[Any], *, unknown: Any) -> Any:
+    """`.encode`, `.decode`, `.fromhex`, `.hex` on constants, with the codecs above."""
+    codec = str(args[0] if args else "utf-8")
+    if len(args) > 1 or (method in ("encode", "decode") and codec.lower() not in _CODECS):
+        return unknown
+    if method == "encode" and isinstance(base, str):
+        return base.encode(codec)
+    if method == "decode" and isinstance(base, bytes):
+        return base.decode(codec)
+    if method == "fromhex" and len(args) == 1 and isinstance(args[0], str):
+        return bytes.fromhex(args[0])
+    return base.hex() if method == "hex" and isinstance(base, bytes) and not args else unknown
