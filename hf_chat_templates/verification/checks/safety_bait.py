@@ -248,18 +248,20 @@ def named_messages(case: Case, render: Render) -> list[SafetyFinding]:
     # that word's place: each word lost at most as often as names are written is the format
     if not (words := _words_lost(render(case), render(armed), r"\bqnm\d+\b")):
         return []
-    return [
-        SafetyFinding(
-            "HCT-S008",
-            1,
-            1,
-            f"rendering {armed.name}: the words {words} the same messages without a name are written with are left "
-            "out: a header or text chosen by the `name` field any participant of a group chat sets (a user's turn "
-            "made a system one)",
-            construct="named-messages",
-            detail={"probe": None, "case": armed.name},
-        )
-    ]
+    why = "a header or text chosen by the `name` field any participant of a group chat sets (a user's turn made a "
+    return [_left_out(armed, words, "messages without a name", why + "system one)", "named-messages")]
+
+
+def _left_out(armed: Case, words: str, without: str, why: str, construct: str) -> SafetyFinding:
+    """HCT-S008: rendering `armed`, the words the same conversation `without` what it adds is written with are gone."""
+    return SafetyFinding(
+        "HCT-S008",
+        1,
+        1,
+        f"rendering {armed.name}: the words {words} the same {without} are written with are left out: {why}",
+        construct=construct,
+        detail={"probe": None, "case": armed.name},
+    )
 
 
 def _words_lost(twin: Rendered, got: Rendered, written: str) -> str:
@@ -286,18 +288,8 @@ def fielded_documents(cases: list[Case], render: Render) -> list[SafetyFinding]:
     values = [re.escape(v) for k, v in given if k not in plain.kwargs["documents"][0] and k != "role"]
     if not (words := _words_lost(render(plain), render(armed), "|".join(values) or "(?!)")):
         return []
-    return [
-        SafetyFinding(
-            "HCT-S008",
-            1,
-            1,
-            f"rendering {armed.name}: the words {words} the same documents without those fields are written with "
-            "are left out: a header or text chosen by a field of retrieved text, which whoever wrote the page sets "
-            "(a document made a system turn)",
-            construct="fielded-documents",
-            detail={"probe": None, "case": armed.name},
-        )
-    ]
+    why = "a header or text chosen by a field of retrieved text, which whoever wrote the page sets (a document made a "
+    return [_left_out(armed, words, "documents without those fields", why + "system turn)", "fielded-documents")]
 
 
 MAX_NEEDLES = 4  # strings built at render time, per conversation, each tried as a bait
