@@ -136,9 +136,40 @@ def _writes(branches: list[Any], reads: list[bool]) -> bool:
     return False
 
 
+_NEGATION = re.compile(r"\b(?:not|never|no|cannot|can't|won't|don't|refuse|reject|decline)\b", re.IGNORECASE)
+
+
+def _unnegated(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
+    """HCT-S015 (a warning) at a replacement of constants, on any text, whose old string says `not` (`never`,
+    `refuse`) more often than the new one: a rule turned around (`replace(', but you will not', ', and you will')`
+    on the template's own safety preamble). Markup removed or escaped says no negation."""
+    node: Any
+    for node in ast.find_all((nodes.Filter, nodes.Call)):
+        method: Any = node.node if isinstance(node, nodes.Call) else None
+        replaces = (isinstance(node, nodes.Filter) and node.name == "replace") or (
+            isinstance(method, nodes.Getattr) and method.attr == "replace"
+        )
+        if not replaces or len(node.args) < 2:
+            continue
+        before, after = folding.value(node.args[0]), folding.value(node.args[1])
+        if not (isinstance(before, str) and isinstance(after, str)):
+            continue
+        if len(_NEGATION.findall(before)) > len(_NEGATION.findall(after)) and prose(after or before, words=2):
+            yield SafetyFinding(
+                "HCT-S015",
+                node.lineno,
+                src.column(node.lineno, "replace"),
+                f"the template replaces {short(before, 60)} with {short(after, 60)}: a negation taken out of text "
+                "(a rule of the model's turned around: 'will not provide' made 'will provide')",
+                severity="warning",
+                construct=f"unnegated {node.lineno}",
+            )
+
+
 def rewrites(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[SafetyFinding]:
     tainted = taint_of(folding)
     yield from _swaps(ast, src, tainted)
+    yield from _unnegated(ast, src, folding)
     given = given_of(folding)
     for node, scope in folding.walk():
         found = _replacement(node, tainted)
