@@ -1,4 +1,5 @@
-"""HCT-S014: URLs, domains and e-mail addresses in text a template writes. No published chat template writes one
+"""HCT-S014: URLs, domains, e-mail addresses and where money goes (an IBAN, a Bitcoin or Ethereum address) in text a
+template writes. No published chat template writes one
 (tests/data/templates and the bundled families), and a link the model is shown is the payload of the published
 template backdoors: the model is steered to repeat it, in plain text, an HTML comment or an image."""
 
@@ -19,14 +20,27 @@ _TLDS = (  # not `sh`, `zip`, `mov`, `local`: file and code names (`install.sh`)
     "com|net|org|io|ai|dev|app|co|me|info|biz|xyz|site|online|top|ru|cn|de|uk|fr|jp|in|us|cc|tk|ml|ga|cf|gq|ly|gg|"
     "to|link|click|example|invalid|test|onion"
 )
+# The countries whose banks use IBANs, the ones payment fraud names most
+_IBAN_COUNTRIES = "AT|BE|CH|CY|CZ|DE|DK|EE|ES|FI|FR|GB|GR|HR|HU|IE|IT|LT|LU|LV|MT|NL|NO|PL|PT|RO|SE|SI|SK|TR|AE|SA|IL"
 ADDRESS = re.compile(
     r"(?P<email>[\w.+-]+@[^\W_][\w-]*(?:\.[\w-]+)+)"  # an internationalized (look-alike) domain too
     r"|(?P<url>\b(?:https?|ftp|wss?|file|data|javascript)://[^\s'\"<>)\]]+)"
     r"|(?P<www>\bwww\.[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
     r"|(?P<ip>(?<![\d.])(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b(?![.\d]))"
     rf"|(?P<domain>\b[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*\.(?:{_TLDS})\b(?![.\w(]))"
+    # where money goes: an IBAN (grouped by fours or not), a Bitcoin or an Ethereum address
+    rf"|(?P<iban>\b(?:{_IBAN_COUNTRIES})\d{{2}}(?: ?[A-Z0-9]{{4}}){{3,7}}(?: ?[A-Z0-9]{{1,3}})?\b)"
+    r"|(?P<wallet>\b(?:0x[0-9a-fA-F]{40}|bc1[02-9ac-hj-np-z]{25,59})\b)"
 )
-_WHAT = {"email": "e-mail address", "url": "URL", "www": "domain", "domain": "domain", "ip": "IP address"}
+_WHAT = {
+    "email": "e-mail address",
+    "url": "URL",
+    "www": "domain",
+    "domain": "domain",
+    "ip": "IP address",
+    "iban": "bank account (IBAN)",
+    "wallet": "crypto wallet address",
+}
 
 
 # A run that may be base64: a published template writes none, and the backdoors hide links in it
