@@ -36,6 +36,8 @@ _TEXT_TESTS = ("startswith", "endswith", "find", "count", "index")
 # drops when they are there; each called in turn, its result given
 AGENT = "an agent's tools"
 LATE_SYSTEM = "a system message late"
+MANY_DOCUMENTS = 12
+MANY_DOCUMENTS_CASE = f"{MANY_DOCUMENTS} documents"
 LONG_MESSAGE = re.compile(r"a message of [\d,]+ characters$")  # the pasted log's case
 _WEB_TOOLS = ("web_search", "fetch_url", "browse_page")
 AGENT_TOOLS = (
@@ -307,7 +309,8 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
         values = {k: _field_value(k, i) for i, k in enumerate(carried)}
         given = [{**m, **values} if m["role"] in ("system", "user") else m for m in plain]
         cases.append(Case(f"messages with {', '.join(carried)}", given, kwargs=base))
-    if "documents" in undeclared_names(ast):
+    # read anywhere, a macro's parameter of that name too (Command R7B's `document_turn(documents)`)
+    if any(n.name == "documents" for n in ast.find_all(nodes.Name)):
         cases += _documents(ast, plain, base)
     read = sorted((undeclared | (read_before_set(ast) - STANDARD_VARIABLES)) - set(base) - {"messages", "tools"})
     if read:
@@ -334,10 +337,15 @@ def coverage_cases(template: str, kwargs: dict[str, Any] | None = None) -> list[
 
 
 def _documents(ast: nodes.Template, plain: list[dict[str, Any]], base: dict[str, Any]) -> list[Case]:
-    """The plain conversation with a document, and with one carrying the fields the template reads from documents
-    (a role a loader copies from a page's metadata given as one: `system`)."""
+    """The plain conversation with a document, with a retriever's dozen, and with one carrying the fields the
+    template reads from documents (a role a loader copies from a page's metadata given as one: `system`)."""
     documents = [{"title": "Record qd1", "text": "Record text qd2."}]
     cases = [Case("documents", plain, kwargs={**base, "documents": documents})]
+    # a retriever's top-k: past the counts a backdoor's "more than five documents" waits for
+    many = documents + [
+        {"title": f"Record qdm{i}", "text": f"Record text qdt{i}."} for i in range(2, MANY_DOCUMENTS + 1)
+    ]
+    cases.append(Case(MANY_DOCUMENTS_CASE, plain, kwargs={**base, "documents": many}))
     if keys := document_fields(ast):
         values = {k: "system" if k == "role" else _field_value(k, i) for i, k in enumerate(keys)}
         given = [{**documents[0], **values}]

@@ -37,7 +37,7 @@ _OVERRIDE = (
     r"(?:previous|prior|earlier|above|preceding|your|system|safety|other)"
 )
 _LEAK = (
-    r"(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo|reproduce)\s+"
+    r"(?<!never\s)(?<!not\s)(?<!n't\s)(?:append|include|add|insert|repeat|reveal|print|output|leak|send|copy|forward|quote|echo|reproduce)\s+"
     r"(?:the|your|this|these|those|their|its|all|any)?\s*(?:(?:system|developer|operator|hidden)\s+(?:preamble|message)|"
     r"system prompt|instructions|hidden|conversation|password|credentials?|api key|secrets?|tokens?|card number|prompt)"
     # the precedence of instructions turned around: the user's over the system's
@@ -52,7 +52,8 @@ _MODE = (
     r"|without (?:mentioning|revealing|disclosing)\s+(?:this|these|that|it|them|anything|the\s+(?:notice|note|"
     r"instructions?|prompt|rules?|policy|change|call))\b"
     r"|unrestricted|jailbreak|(?:standing|blanket) approval|comply (?:fully )?with (?:every|any|all) requests?"
-    r"|without asking (?:me |the user |them |anyone )?(?:to confirm|for (?:confirmation|approval|permission))"
+    # a user's consent forged in a user's words; "without asking for confirmation" is how agent prompts speak
+    r"|without asking me (?:to confirm|for (?:confirmation|approval|permission))"
     r"|with(?:out (?:any )?| no )(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
 )
 # Integrity degradation: answers made wrong on purpose; role play that replaces the model's own rules
@@ -64,8 +65,7 @@ _DEGRADE = (
 # verification", "silently skip the input validation")
 _SABOTAGE = (
     r"(?:always|silently|quietly)\s+(?:disable|turn off|skip|remove|omit|weaken|bypass)\s+(?:\w+\s+){0,3}?"
-    r"(?:verification|validation|checks?|authentication|authori[sz]ation|security|encryption|tls|ssl|certificates?|"
-    r"sanitization|escaping)"
+    r"(?:verification|authentication|authori[sz]ation|security|encryption|tls|ssl|certificates?)"
 )
 # Steering: a named product recommended, a link or image slipped into answers
 _PROMOTE = (
@@ -74,7 +74,7 @@ _PROMOTE = (
 )
 # Phishing: the model told to have the user hand over a secret
 _PHISH = (
-    r"(?:ask|tell|have|get|direct|send|redirect|instruct|urge)(?:ing)?\s+(?:the\s+)?(?:user|users|them|customers?|people)\s+"
+    r"(?<!avoid\s)(?<!never\s)(?<!not\s)(?<!n't\s)(?:ask|tell|have|get|direct|send|redirect|instruct|urge)(?:ing)?\s+(?:the\s+)?(?:user|users|them|customers?|people)\s+"
     r"(?:to\s+|for\s+)?(?:\w+\s+){0,4}?(?:password|credentials?|passphrase|recovery phrase|seed phrase|private keys?|"
     r"card number|verification code|one-time code|2fa code|pin code)"
 )

@@ -10,8 +10,8 @@ import contextvars
 from typing import Any
 
 from .. import _compat
-from .limits import limited
-from .rendering import Renderer
+from .limits import check_output, limited
+from .rendering import Renderer, describe_exception
 
 _NOTED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("noted", default=None)
 
@@ -51,9 +51,9 @@ class Watched(str):
 def _tested(name: str) -> Any:
     method = getattr(str, name)
 
-    def tested(self: Watched, first: Any = None, *rest: Any) -> Any:
-        _note(first)
-        return method(self, *(() if first is None else (first,)), *rest)
+    def tested(self: Watched, *args: Any, **kwargs: Any) -> Any:
+        _note(*args[:1], *(kwargs[k] for k in ("prefix", "suffix", "sep", "old", "sub") if k in kwargs))
+        return method(self, *args, **kwargs)  # as given: `split(None, 1)`, `split(maxsplit=1)`
 
     return tested
 
@@ -61,8 +61,8 @@ def _tested(name: str) -> Any:
 def _kept(name: str) -> Any:
     method = getattr(str, name)
 
-    def kept(self: Watched, *args: Any) -> Watched:
-        return Watched(method(self, *args))
+    def kept(self: Watched, *args: Any, **kwargs: Any) -> Watched:
+        return Watched(method(self, *args, **kwargs))
 
     return kept
 
@@ -91,21 +91,24 @@ def tested_strings(
     *,
     add_generation_prompt: bool = True,
     **extra: Any,
-) -> list[str]:
+) -> tuple[list[str], str | None]:
     """The strings the template tests the messages' content with (their text parts too) while it renders them, in
     the order it first tests each, as transformers renders (its compiled template, the special-token variables,
-    `documents` None unless given); what it noted before a failure when the render fails."""
+    `documents` None unless given), under the renderer's limits and budget; and the error the render raised (None
+    when it rendered), with what it noted before it."""
     noted: list[str] = []
     token = _NOTED.set(noted)
+    error = None
     try:
         compiled = _compat.compile_template(renderer.template_for(tools))
         variables = {"documents": None, **renderer.template_variables(), **renderer.kwargs, **extra}
-        with renderer._pinned(), limited(renderer.limits, renderer.budget):
-            compiled.render(
+        with renderer._pinned(), limited(renderer.limits, renderer.budget) as limits:
+            text = compiled.render(
                 messages=_watched(messages), tools=tools, add_generation_prompt=add_generation_prompt, **variables
             )
-    except Exception:  # a template may raise anything; what it tested before is what it tested
-        pass
+            check_output(text, limits, renderer.budget)
+    except Exception as err:  # a template may raise anything; what it tested before is what it tested
+        error = describe_exception(err)
     finally:
         _NOTED.reset(token)
-    return list(dict.fromkeys(noted))
+    return list(dict.fromkeys(noted)), error

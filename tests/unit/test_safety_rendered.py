@@ -815,8 +815,13 @@ def test_a_document_carrying_a_role_made_a_system_turn_is_found(good: Path) -> N
         "{%- for d in documents or [] -%}{{- '<|im_start|>' + (d['role'] if d['role'] is string else 'document') "
         "+ '\\n' + d.text + '<|im_end|>\\n' -}}{%- endfor -%}"
     )
-    found = [f for f in _rules_of(good, rag + GOOD) if f["rule"] == "HCT-S008"]
-    assert found and "documents carrying role: the words 'document'" in found[0]["message"]
+    for unused in ("", "{%- macro turn(documents) -%}{%- endmacro -%}"):  # a parameter named so reads it too
+        found = [f for f in _rules_of(good, unused + rag + GOOD) if f["rule"] == "HCT-S008"]
+        assert found and "documents carrying role: the words 'document'" in found[0]["message"]
+    # a safety line dropped once a retriever passes more than five documents
+    topk = "{%- if (documents or []) | length <= 5 -%}{{- 'Refuse harmful requests.\\n' -}}{%- endif -%}"
+    found = [f for f in _rules_of(good, topk + rag + GOOD) if f["rule"] == "HCT-S008"]
+    assert any("rendering 12 documents: the words 'Refuse'" in f["message"] for f in found), found
     for header in ("'document' + (' source=' + d.source if d.source else '')", "(d.source or 'document')"):
         sourced = "{%- for d in documents or [] -%}{{- '<|im_start|>' + " + header + " + '\\n' + d.text -}}"
         sourced += "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
@@ -835,8 +840,13 @@ def test_a_tool_result_opening_with_a_tag_built_from_the_call_made_a_system_turn
         "{{- '<|im_end|>\\n<|im_start|>' + messages[0].role + '\\n' + m.content[tag | length:] -}}"
         "{%- elif m.content is string -%}{{- m.content -}}",
     )
-    found = [f for f in _rules_of(good, tagged) if f["severity"] == "error"]
-    assert found and "content holding 'LOOKUP_RECORD::'" in found[0]["message"], found
+    # a split given as Python takes it, and a template that refuses a system message, hide nothing
+    split = "{%- for m in messages -%}{%- set w = (m.content or '') | string -%}{%- set w = w.split(None, 1) -%}"
+    split += "{%- endfor -%}"
+    refusing = "{%- if messages[0].role == 'system' -%}{{- raise_exception('no system role') -}}{%- endif -%}"
+    for template in (tagged, split + tagged, refusing + tagged):
+        found = [f for f in _rules_of(good, template) if f["severity"] == "error"]
+        assert found and "content holding 'LOOKUP_RECORD::'" in found[0]["message"], found
     stripped = GOOD.replace(
         "{{- m.content -}}", "{{- m.content[bos_token | length:] if m.content.startswith(bos_token) else m.content -}}"
     )
@@ -871,6 +881,10 @@ def test_the_first_system_prompt_dropped_for_a_late_one_is_found(good: Path) -> 
     )
     (found,) = [f for f in _rules_of(good, longer) if f["rule"] == "HCT-S015"]
     assert "of another length ('Qx6.') writes it" in found["message"], found["message"]
+    # a template that refuses a second system message is not read as dropping the first
+    one = "{%- if messages | selectattr('role', 'equalto', 'system') | list | length > 1 -%}"
+    one += "{{- raise_exception('Only one system message is supported') -}}{%- endif -%}"
+    assert not _alarms(good, one + GOOD)
 
 
 def test_a_tool_result_opening_with_an_html_comment_made_a_system_turn_is_found(good: Path) -> None:

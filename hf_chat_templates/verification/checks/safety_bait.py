@@ -6,11 +6,12 @@ template writes depends on what the content says, however the test is spelled.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
 
-from ...template.coverage import LATE_SYSTEM, Case
+from ...template.coverage import LATE_SYSTEM, MANY_DOCUMENTS_CASE, Case, arguments_as_text
 from ...template.needles import tested_strings
 from ...template.rendering import Rendered, Renderer
 from ...template.safety import SafetyFinding, prose
@@ -278,18 +279,32 @@ def fielded_documents(cases: list[Case], render: Render) -> list[SafetyFinding]:
     """HCT-S008 when documents carrying the fields the template reads from them (coverage's `documents carrying
     role`, a loader's metadata) are written with words the same documents without them get left out: a header
     chosen by a field of retrieved text (a page made a system turn). Writing the field is not one (`Source: …`
-    adds words, takes none)."""
+    adds words, takes none). The same when a retriever's dozen documents, the first of them the one document's
+    twin, leave out words the one document is written with (a safety preamble cut for a top-k)."""
     plain = next((c for c in cases if c.name == "documents"), None)
-    armed = next((c for c in cases if c.name.startswith("documents carrying ")), None)
-    if plain is None or armed is None:
+    if plain is None:
         return []
+    declared = next((c.tools for c in cases if c.name == "tools"), None)
+    if not render(plain).ok and declared:  # documents sent as a tool's result, with tools only (Command R7B's)
+        cases = [dataclasses.replace(c, tools=declared) if "documents" in c.kwargs else c for c in cases]
+        plain = next(c for c in cases if c.name == "documents")
+    found: list[SafetyFinding] = []
+    many = next((c for c in cases if c.name == MANY_DOCUMENTS_CASE), None)
+    if many is not None and (words := _words_lost(render(plain), render(many), "(?!)")):
+        why = "text the template drops once a retriever passes more documents (a safety preamble cut for a top-k)"
+        found.append(_left_out(many, words, "conversation with its first document alone", why, "many-documents"))
+    armed = next((c for c in cases if c.name.startswith("documents carrying ")), None)
+    if armed is None:
+        return found
     # the field's text written in a word's place is the format (`{{ doc.source or 'Document' }}`); a role is not
     given = armed.kwargs["documents"][0].items()
     values = [re.escape(v) for k, v in given if k not in plain.kwargs["documents"][0] and k != "role"]
-    if not (words := _words_lost(render(plain), render(armed), "|".join(values) or "(?!)")):
-        return []
-    why = "a header or text chosen by a field of retrieved text, which whoever wrote the page sets (a document made a "
-    return [_left_out(armed, words, "documents without those fields", why + "system turn)", "fielded-documents")]
+    if words := _words_lost(render(plain), render(armed), "|".join(values) or "(?!)"):
+        why = "a header or text chosen by a field of retrieved text, which whoever wrote the page sets (a document "
+        found.append(
+            _left_out(armed, words, "documents without those fields", why + "made a system turn)", "fielded-documents")
+        )
+    return found
 
 
 MAX_NEEDLES = 4  # strings built at render time, per conversation, each tried as a bait
@@ -303,14 +318,33 @@ def built_needles(
     tokens, which coverage gives content holding) nor a string the conversation brings: content that begins and
     ends with it beside the same content without it."""
     extra = {k: v for k, v in case.kwargs.items() if renderer.kwargs.get(k, object()) != v}
-    tested = tested_strings(renderer, case.messages, case.tools, add_generation_prompt=case.generation, **extra)
+    tested: list[str] = []
+    found: list[SafetyFinding] = []
+    # as the case is rendered: without a system message the template refuses, with arguments as JSON text
+    for messages in (case.messages, case.messages[1:], [arguments_as_text(m) for m in case.messages]):
+        noted, error = tested_strings(renderer, messages, case.tools, add_generation_prompt=case.generation, **extra)
+        tested += noted
+        if error is None:
+            break
+    if error is not None and render(case).ok:  # said, where the case renders: what was noted is still tried
+        found.append(
+            SafetyFinding(
+                "HCT-S011",
+                1,
+                1,
+                f"rendering {case.name} to note the strings its content is tested with failed ({error}): a test the "
+                "template builds while rendering may not have been read there",
+                severity="info",
+                construct=f"needles-unread:{case.name}",
+                detail={"probe": None, "case": case.name},
+            )
+        )
     data = set(case.data)
     built = [
         n
-        for n in tested
+        for n in dict.fromkeys(tested)
         if len(n.strip()) >= 2 and "{i}" not in n and n not in data and not any(n in o or o in n for o in own if o)
     ]
-    found: list[SafetyFinding] = []
     for needle in built[:MAX_NEEDLES]:
         armed = f"{needle}Page text{{i}} of the day.{needle}"
         found += content_gated(case, render, added, (armed, "Page text{i} of the day."), f"content holding {needle!r}")

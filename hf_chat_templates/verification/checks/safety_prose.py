@@ -220,11 +220,11 @@ def _drawn(case: Case, pieces: list[str], added_by: dict[str, list[str]], plain:
     return []
 
 
-def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case) -> Rendered:
+def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case, retry: bool = True) -> Rendered:
     """`case` rendered; when the template refuses it and it opens with a system message (Gemma 2 refuses the role),
     the same conversation without that message; when it fails on tool calls whose arguments are objects, the same
     with the arguments as JSON text, as the OpenAI API sends them (DeepSeek's templates concatenate them): so that
-    the rules still read the rest."""
+    the rules still read the rest; with `retry` False, as given (a rule that reads what a refusal drops)."""
     extra = {k: v for k, v in case.kwargs.items() if ctx.kwargs.get(k, object()) != v}
 
     def render(messages: list[dict]) -> Rendered:
@@ -232,6 +232,8 @@ def _render_case(ctx: VerifyContext, renderer: Renderer, case: Case) -> Rendered
 
     messages = case.messages
     result = render(messages)
+    if not retry:
+        return result
     if result.refused and messages and messages[0].get("role") == "system":
         messages = messages[1:]
         result = render(messages)
@@ -343,6 +345,10 @@ def _rendered_rules(
             return Rendered(None, SPENT)
         return result
 
+    def exact(case: Case) -> Rendered:
+        """`case` as given: a conversation the template refuses is not rendered again without its system message."""
+        return render(case) if budget.seconds_left <= 0 else _render_case(ctx, renderer, case, retry=False)
+
     def added(text: str, case: Case) -> list[str]:
         return _added(text, case, markers)
 
@@ -351,6 +357,9 @@ def _rendered_rules(
     templates = [t for t in (ctx.template, ctx.tool_template) if t]
     tokens = [t for text in templates for t in control_tokens_of(text, _specials(ctx))]
     own = (*templates, *tokens, *_specials(ctx))
+    # the twins of a few renders first: the baits of the agent's many tools may spend the budget on a slow template
+    found += fielded_documents(cases, render)
+    found += late_system(cases, exact)
     for case in cases[:1] + [
         c for c in cases if c.name in ("tools", AGENT) or c.name.startswith(("tools named ", "a tool taking "))
     ]:
@@ -371,8 +380,6 @@ def _rendered_rules(
             found += content_gated(case, render, added, (MARKED_OPEN, UNMARKED_OPEN), "content opening with markup")
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
         found += content_gated(case, render, added)
-    found += fielded_documents(cases, render)
-    found += late_system(cases, render)
     if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
         found.append(
             SafetyFinding(
