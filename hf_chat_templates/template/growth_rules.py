@@ -135,6 +135,19 @@ def _modular(value: nodes.Node, folding: Folding) -> bool:
     return not any(isinstance(c.value, str) for c in value.left.find_all(nodes.Const))
 
 
+def _spliced(value: nodes.Node, key: str) -> int:
+    """How many head and tail slices of `key` pair up in `value` (`s[:i] + '</think>' + s[i:]`, text put in the
+    middle): each pair is one copy of `key`, not two."""
+    cuts = [
+        n.arg
+        for n in value.find_all(nodes.Getitem)
+        if variable_key(n.node) == key and isinstance(n.arg, nodes.Slice) and n.arg.step is None
+    ]
+    heads = sum(c.start is None and c.stop is not None for c in cuts)
+    tails = sum(c.start is not None and c.stop is None for c in cuts)
+    return min(heads, tails)
+
+
 def _factor(
     value: nodes.Node | list[nodes.Node], key: str, folding: Folding, numbers: frozenset[str] = frozenset()
 ) -> float:
@@ -143,7 +156,7 @@ def _factor(
         return float(sum(_reads(n, key) for n in value)) or 1.0
     if _modular(value, folding) or (key in numbers and _reads(value, key) <= 1):
         return 1.0
-    factor = float(_reads(value, key))
+    factor = float(_reads(value, key) - _spliced(value, key))
     for node in (value, *value.find_all((nodes.Mul, nodes.Filter, nodes.Call))):
         if isinstance(node, nodes.Mul) and (_reads(node.left, key) or _reads(node.right, key)):
             count = [folding.value(side) for side in (node.left, node.right)]

@@ -247,6 +247,9 @@ def moved_words(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[
     # where it does not (`{% elif role == 'user' %}`)
     formats = {id(n) for i in ast.find_all(nodes.If) if _system_branch(i.test) for s in i.body
                for n in (s, *s.find_all(nodes.Assign))}  # fmt: skip
+    # a plain variable set inside a loop or a macro is gone when it ends (Jinja's scoping): it cannot carry words
+    # out to a write after the loop (Qwen3.5's `content` of a turn beside the system message's own `content`)
+    scoped = {id(a) for block in ast.find_all((nodes.For, nodes.Macro)) for a in block.find_all(nodes.Assign)}
     for node, conds in guarded(ast):
         if not isinstance(node, nodes.Assign) or id(node) in formats or not _carries(node.node, tainted):
             continue
@@ -254,6 +257,8 @@ def moved_words(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[
             continue
         key = variable_key(node.target)
         if key not in outside and key not in DATA_NAMES:
+            continue
+        if id(node) in scoped and isinstance(node.target, nodes.Name):
             continue
         hit = next((t for t in conds if _tests_content(t, tainted, sets)), None)
         if hit is None:
