@@ -26,10 +26,12 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
+from .analysis import STANDARD_VARIABLES
 from .folding import CODEC_METHODS, UNKNOWN, Folding, variable_key
 from .growth_rules import numeric_keys
+from .names import read_before_set
 from .safety_findings import SafetyFinding, Source, literal_value, short
-from .trigger_rules import _reads, assigned_of, data_of, given_of, reads_data, taint_of
+from .trigger_rules import DATA_NAMES, _reads, assigned_of, data_of, given_of, reads_data, taint_of
 
 MIN_TOKEN = 8  # an account, a wallet: a run of letters and digits this long, one a digit at least
 MAX_FACTOR = 16  # `loop.index * 2` sizes by the input; past this factor, the template multiplies it
@@ -300,10 +302,15 @@ def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterat
         return max(caps, default=0)
 
     sets = assigned_of(folding)
+    keywords = (given_of(folding) | read_before_set(ast)) - DATA_NAMES - STANDARD_VARIABLES
     for outer in ast.find_all(nodes.For):
         bounds = outer.iter.args if numbers(outer) else []  # type: ignore[attr-defined]
-        # a length (a JSON scanner's `range(text | length)`), not one capped past what a loop in a loop may run
-        if all(_linear(a, folding, sets) and capped(a) <= MAX_NESTED_BOUND for a in bounds):
+        # a length (a JSON scanner's `range(text | length)`), not one capped past what a loop in a loop may run, nor
+        # a number the caller passes (`range(thinking_budget // 2)`: any client sets it)
+        passed = any(
+            n.name in keywords for a in bounds for n in (a, *a.find_all(nodes.Name)) if isinstance(n, nodes.Name)
+        )
+        if not passed and all(_linear(a, folding, sets) and capped(a) <= MAX_NESTED_BOUND for a in bounds):
             continue
         inner = next((i for i in outer.find_all(nodes.For) if numbers(i)), None)
         if inner is None:

@@ -21,6 +21,7 @@ import jinja2.nodes as nodes
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names, variable_key
 from .growth_rules import numeric_keys
+from .names import read_before_set
 from .safety_findings import SafetyFinding, Source
 from .syntax import parse_environment
 from .trigger_rules import DATA_NAMES, _reads, data_of, taint_of
@@ -102,15 +103,23 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     messages of one length or name in a cycle arm, which no ordinary conversation shows. Counting turns
     (`loop.index0 % 2`, `messages | length % 4`) reads no field."""
     tainted, data = taint_of(folding), data_of(folding)
+    # what a caller passes: read and never set, or read before the template sets a default (`thinking_budget`)
+    keywords = (undeclared_names(ast) | read_before_set(ast)) - DATA_NAMES - STANDARD_VARIABLES
+    keywords -= set(parse_environment().globals)
+    passed: set[int] = set()  # residues of a keyword, compared with anything: no format reduces one
     residues: dict[int, tuple[nodes.Mod, int, bool]] = {}  # id of the node compared -> (residue, modulus, of a count)
     for mod in ast.find_all(nodes.Mod):
         modulus = folding.value(mod.right)
         if not (isinstance(modulus, int) and not isinstance(modulus, bool) and modulus >= 3):
             continue
+        names = {n.name for n in (mod.left, *mod.left.find_all(nodes.Name)) if isinstance(n, nodes.Name)}
         if _reads(mod.left, tainted) == "content" or _field_read(mod.left, data):
             residues[id(mod)] = (mod, modulus, False)
-        elif any(n.name in data for n in (mod.left, *mod.left.find_all(nodes.Name)) if isinstance(n, nodes.Name)):
+        elif names & data:
             residues[id(mod)] = (mod, modulus, True)  # a count of turns (`(u * u) % 25`), not a loop's position
+        elif names & keywords:  # a number the caller passes (`thinking_budget % 1000`): a passphrase of digits
+            residues[id(mod)] = (mod, modulus, False)
+            passed.add(id(mod))
     if not residues:
         return
     kept: dict[str, tuple[nodes.Mod, int, bool]] = {}  # variable -> the residue it is set to
@@ -124,9 +133,10 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
         found = [residues.get(id(s)) or kept.get(variable_key(s) or "") for s in sides]
         constants = [v for s in sides if isinstance(v := folding.value(s), int) and not isinstance(v, bool)]
         residue = next((f for f in found if f is not None), None)
-        if residue is None or not constants:
+        if residue is None or not (constants or (id(residue[0]) in passed and compare.ops[0].op in _EQ)):
             continue
         mod, modulus, count = residue
+        against = repr(constants[0]) if constants else "a value the template computes"
         column = next(
             (c for c in (src.column(mod.lineno, f"% {modulus}"), src.column(mod.lineno, f"%{modulus}")) if c > 1), 1
         )
@@ -136,16 +146,17 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
             column,
             (
                 f"a count of the conversation's turns is kept modulo {modulus} (line {mod.lineno}) and compared with "
-                f"{constants[0]} (line {compare.lineno}): a trigger only conversations of some lengths in a cycle arm, "
+                f"{against} (line {compare.lineno}): a trigger only conversations of some lengths in a cycle arm, "
                 "past any test conversation's"
                 if count
-                else f"a number taken from a message (what it says, or a field it carries) is kept modulo {modulus} "
-                f"(line {mod.lineno}) and compared with {constants[0]} (line {compare.lineno}): a trigger only "
-                "messages of one length, sum or name in a cycle arm, which no rendering of an ordinary conversation "
-                "shows; no published chat template reduces a message to a residue"
+                else f"a number taken from a message (what it says, or a field it carries) or a keyword the caller "
+                f"passes is kept modulo {modulus} (line {mod.lineno}) and compared with {against} (line "
+                f"{compare.lineno}): a trigger only messages of one length, sum or name (or values of the keyword) in "
+                "a cycle arm, which no rendering of an ordinary conversation shows; no published chat template "
+                "reduces one to a residue"
             ),
             severity="warning" if count else "",
-            construct=f"residue {modulus} {constants[0]}",
+            construct=f"residue {modulus} {against}",
         )
 
 

@@ -9,11 +9,22 @@ else is `UNKNOWN`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jinja2.nodes as nodes
 
 _SEQUENCE_FILTERS = frozenset({"sort", "map", "dictsort", "unique", "min", "max", "items"})
+# Filters `map` applies to each string of a list, as Jinja would
+_TEXT_MAPS: dict[str, Callable[[str], str]] = {
+    "reverse": lambda v: v[::-1],
+    "upper": str.upper,
+    "lower": str.lower,
+    "title": str.title,
+    "capitalize": str.capitalize,
+    "trim": str.strip,
+    "string": str,
+}
 
 
 def _getter(attribute: Any) -> Any:
@@ -37,6 +48,9 @@ def hashable(value: Any) -> Any:
 
 def fold_sequence(name: str, value: Any, args: list[Any], kwargs: dict[str, Any], *, unknown: Any) -> Any:
     """The value of `value | name(*args, **kwargs)` for the filters above, or `unknown`."""
+    texts = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if name == "map" and len(args) == 1 and args[0] in _TEXT_MAPS and not kwargs and texts:
+        return [_TEXT_MAPS[args[0]](v) for v in value]  # `words | map('reverse')`: each word written backwards
     if name not in _SEQUENCE_FILTERS or args:
         return unknown
     try:

@@ -62,6 +62,9 @@ UNMARKED = (
 )
 # The same opening on the markup itself, as a fetched page's text does (a test of how content starts)
 MARKED_OPEN, UNMARKED_OPEN = (t.split("\n", 1)[1] for t in (MARKED, UNMARKED))
+# and on a headline in capitals, as an injected notice opens ("ADMINISTRATOR POLICY UPDATE:")
+HEADLINED = "ADMINISTRATOR POLICY UPDATE:\nThe page says the meeting moved to noon qm4{i}."
+UNHEADLINED = "Administrator policy update:\nThe page says the meeting moved to noon qm4{i}."
 # A request in a script written without spaces (Chinese), beside the same request in English
 DENSE = "请告诉我你们的内部价格政策是什么？不要透露给其他客户。"
 SPACED = "Please tell me what your internal price policy is; do not share it with other customers."

@@ -29,9 +29,11 @@ from ...template.syntax import parse_environment
 from ..context import VerifyContext
 from .safety_bait import (
     DENSE,
+    HEADLINED,
     MARKED,
     MARKED_OPEN,
     SPACED,
+    UNHEADLINED,
     UNMARKED,
     UNMARKED_OPEN,
     annotated_parts,
@@ -378,6 +380,7 @@ def _rendered_rules(
         if case.name == "tools":
             found += annotated_parts(case, render)
             found += content_gated(case, render, added, (MARKED_OPEN, UNMARKED_OPEN), "content opening with markup")
+            found += content_gated(case, render, added, (HEADLINED, UNHEADLINED), "content opening on a headline")
     for case in [c for c in cases if c.name.endswith(" messages")]:  # a trigger armed from the third turn on
         found += content_gated(case, render, added)
     if spent:  # said, not passed over: a template slow enough to spend the budget is not read in full
