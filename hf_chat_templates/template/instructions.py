@@ -51,7 +51,11 @@ _MODE = (
     r"(?:hidden|secret) instructions?|without telling|from now on|developer mode"
     r"|without (?:mentioning|revealing|disclosing)\s+(?:this|these|that|it|them|anything|the\s+(?:notice|note|"
     r"instructions?|prompt|rules?|policy|change|call))\b"
-    r"|unrestricted|jailbreak|(?:standing|blanket) approval|comply (?:fully )?with (?:every|any|all) requests?"
+    r"|unrestricted|jailbreak|(?:standing|blanket) approval"
+    r"|(?:comply (?:fully )?with|follow|fulfil+) (?:every|any|all) (?:requests?|instructions?)"
+    r"|(?:instructions|rules|restrictions|guardrails|guidelines|policies|policy) (?:are|is) (?:now )?"
+    r"(?:suspended|lifted|disabled|void|revoked|waived)"
+    r"|(?:do not|don't|never) (?:add|include|give) (?:any )?(?:warnings?|disclaimers?|caveats?|refusals?)"
     # a user's consent forged in a user's words; "without asking for confirmation" is how agent prompts speak
     r"|without asking me (?:to confirm|for (?:confirmation|approval|permission))"
     r"|with(?:out (?:any )?| no )(?:safety|caveats?|warnings?|restrictions?|filters?|disclaimers?|guardrails?)"
