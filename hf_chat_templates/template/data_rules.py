@@ -26,12 +26,10 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
-from .analysis import STANDARD_VARIABLES
 from .folding import CODEC_METHODS, UNKNOWN, Folding, variable_key
 from .growth_rules import numeric_keys
-from .names import read_before_set
 from .safety_findings import SafetyFinding, Source, literal_value, short
-from .trigger_rules import DATA_NAMES, _reads, assigned_of, data_of, given_of, reads_data, taint_of
+from .trigger_rules import _reads, assigned_of, data_of, given_of, keywords_of, reads_data, taint_of
 
 MIN_TOKEN = 8  # an account, a wallet: a run of letters and digits this long, one a digit at least
 MAX_FACTOR = 16  # `loop.index * 2` sizes by the input; past this factor, the template multiplies it
@@ -302,7 +300,7 @@ def _nested_ranges(ast: nodes.Template, src: Source, folding: Folding) -> Iterat
         return max(caps, default=0)
 
     sets = assigned_of(folding)
-    keywords = (given_of(folding) | read_before_set(ast)) - DATA_NAMES - STANDARD_VARIABLES
+    keywords = keywords_of(folding)
     for outer in ast.find_all(nodes.For):
         bounds = outer.iter.args if numbers(outer) else []  # type: ignore[attr-defined]
         # a length (a JSON scanner's `range(text | length)`), not one capped past what a loop in a loop may run, nor

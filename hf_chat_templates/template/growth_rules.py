@@ -161,7 +161,7 @@ def _factor(
         if isinstance(node, nodes.Mul) and (_reads(node.left, key) or _reads(node.right, key)):
             count = [folding.value(side) for side in (node.left, node.right)]
             factor *= max((c for c in count if isinstance(c, int) and not isinstance(c, bool)), default=1)
-        elif (replaced := _replace_args(node)) is not None:  # `s | replace('x', 'xx')`, `s.replace('x', 'xx')`
+        elif (replaced := replace_args(node)) is not None:  # `s | replace('x', 'xx')`, `s.replace('x', 'xx')`
             base, args = replaced
             old, new = (folding.value(a) for a in args[:2])
             if _reads(base, key) and isinstance(old, str) and isinstance(new, str) and old and old in new:
@@ -190,7 +190,7 @@ def _empty(node: nodes.Node, folding: Folding) -> bool:
     return False
 
 
-def _replace_args(node: nodes.Node) -> tuple[nodes.Expr, list[nodes.Expr]] | None:
+def replace_args(node: nodes.Node) -> tuple[nodes.Expr, list[nodes.Expr]] | None:
     """(what is replaced in, the arguments) for `s | replace(a, b)` or `s.replace(a, b)`."""
     if isinstance(node, nodes.Filter) and node.name == "replace" and len(node.args) >= 2 and node.node is not None:
         return node.node, node.args

@@ -21,10 +21,9 @@ import jinja2.nodes as nodes
 from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names, variable_key
 from .growth_rules import numeric_keys
-from .names import read_before_set
 from .safety_findings import SafetyFinding, Source
 from .syntax import parse_environment
-from .trigger_rules import DATA_NAMES, _reads, data_of, taint_of
+from .trigger_rules import DATA_NAMES, _reads, data_of, keywords_of, taint_of
 
 
 def _multiplies_itself(value: nodes.Node, key: str, folding: Folding) -> int | None:
@@ -103,9 +102,7 @@ def residue_triggers(ast: nodes.Template, src: Source, folding: Folding) -> Iter
     messages of one length or name in a cycle arm, which no ordinary conversation shows. Counting turns
     (`loop.index0 % 2`, `messages | length % 4`) reads no field."""
     tainted, data = taint_of(folding), data_of(folding)
-    # what a caller passes: read and never set, or read before the template sets a default (`thinking_budget`)
-    keywords = (undeclared_names(ast) | read_before_set(ast)) - DATA_NAMES - STANDARD_VARIABLES
-    keywords -= set(parse_environment().globals)
+    keywords = keywords_of(folding)
     passed: set[int] = set()  # residues of a keyword, compared with anything: no format reduces one
     residues: dict[int, tuple[nodes.Mod, int, bool]] = {}  # id of the node compared -> (residue, modulus, of a count)
     for mod in ast.find_all(nodes.Mod):

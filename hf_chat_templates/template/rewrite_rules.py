@@ -23,6 +23,7 @@ from typing import Any
 import jinja2.nodes as nodes
 
 from .folding import UNKNOWN, Folding
+from .growth_rules import replace_args
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, prose, short
 from .trigger_rules import _reads, given_of, taint_of
 
@@ -143,15 +144,10 @@ def _unnegated(ast: nodes.Template, src: Source, folding: Folding) -> Iterator[S
     """HCT-S015 (a warning) at a replacement of constants, on any text, whose old string says `not` (`never`,
     `refuse`) more often than the new one: a rule turned around (`replace(', but you will not', ', and you will')`
     on the template's own safety preamble). Markup removed or escaped says no negation."""
-    node: Any
     for node in ast.find_all((nodes.Filter, nodes.Call)):
-        method: Any = node.node if isinstance(node, nodes.Call) else None
-        replaces = (isinstance(node, nodes.Filter) and node.name == "replace") or (
-            isinstance(method, nodes.Getattr) and method.attr == "replace"
-        )
-        if not replaces or len(node.args) < 2:
+        if (replaced := replace_args(node)) is None:
             continue
-        before, after = folding.value(node.args[0]), folding.value(node.args[1])
+        before, after = (folding.value(a) for a in replaced[1][:2])
         if not (isinstance(before, str) and isinstance(after, str)):
             continue
         if len(_NEGATION.findall(before)) > len(_NEGATION.findall(after)) and prose(after or before, words=2):

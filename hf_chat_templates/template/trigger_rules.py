@@ -10,8 +10,11 @@ from typing import Any
 
 import jinja2.nodes as nodes
 
+from .analysis import STANDARD_VARIABLES
 from .folding import Folding, undeclared_names, variable_key
+from .names import read_before_set
 from .safety_findings import SafetyFinding, Source, const_string, literal_value, markup, prose, short
+from .syntax import parse_environment
 
 CONTENT_KEYS = frozenset({"content", "text"})
 DATA_NAMES = frozenset({"messages", "tools", "documents", "conversation", "loop_messages"})
@@ -96,6 +99,15 @@ def given_of(folding: Folding) -> set[str]:
     if "given" not in folding.cache:
         folding.cache["given"] = undeclared_names(folding.ast)
     return folding.cache["given"]
+
+
+def keywords_of(folding: Folding) -> set[str]:
+    """The names a caller passes (`chat_template_kwargs`): read and never set, or read before the template sets a
+    default (`thinking_budget`); not the conversation, the tokenizer's variables or Jinja's globals. Once per scan."""
+    if "keywords" not in folding.cache:
+        read = given_of(folding) | read_before_set(folding.ast)
+        folding.cache["keywords"] = read - DATA_NAMES - STANDARD_VARIABLES - set(parse_environment().globals)
+    return folding.cache["keywords"]
 
 
 def assigned_of(folding: Folding) -> dict[str, list[nodes.Node]]:
