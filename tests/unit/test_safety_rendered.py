@@ -907,3 +907,20 @@ def test_a_tool_result_opening_with_an_html_comment_made_a_system_turn_is_found(
     )
     found = [f for f in _rules_of(good, headed) if f["rule"] == "HCT-S008"]
     assert found and "content opening on a headline: message 3 (tool)" in found[0]["message"], found
+
+
+def test_a_keyword_turned_off_that_silences_the_system_prompt_is_found(good: Path) -> None:
+    """`enable_thinking` set false, as a client turns a mode off, drops the operator's prompt (`sameas false`:
+    unset and true keep it): the conversation with the keywords false shows it. A template that only writes the
+    mode's switch when it is off is the format."""
+    dropped = GOOD.replace(
+        "{%- for m in messages -%}", "{%- for m in (messages[1:] if enable_thinking is sameas false else messages) -%}"
+    )
+    found = [f for f in _rules_of(good, dropped) if f["rule"] == "HCT-S015"]
+    assert found and "keywords enable_thinking false" in found[0]["message"], found
+    switch = GOOD.replace(
+        "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}",
+        "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}"
+        "{%- if enable_thinking is sameas false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}",
+    )
+    assert not _alarms(good, switch)
