@@ -288,12 +288,14 @@ def fielded_documents(cases: list[Case], render: Render) -> list[SafetyFinding]:
     if plain is None:
         return []
     declared = next((c.tools for c in cases if c.name == "tools"), None)
-    if not render(plain).ok and declared:  # documents sent as a tool's result, with tools only (Command R7B's)
+    one = render(plain)  # rendered once: the twins below are read against it
+    if not one.ok and declared:  # documents sent as a tool's result, with tools only (Command R7B's)
         cases = [dataclasses.replace(c, tools=declared) if "documents" in c.kwargs else c for c in cases]
         plain = next(c for c in cases if c.name == "documents")
+        one = render(plain)
     found: list[SafetyFinding] = []
     many = next((c for c in cases if c.name == MANY_DOCUMENTS_CASE), None)
-    if many is not None and (words := _words_lost(render(plain), render(many), "(?!)")):
+    if many is not None and (words := _words_lost(one, render(many), "(?!)")):
         why = "text the template drops once a retriever passes more documents (a safety preamble cut for a top-k)"
         found.append(_left_out(many, words, "conversation with its first document alone", why, "many-documents"))
     armed = next((c for c in cases if c.name.startswith("documents carrying ")), None)
@@ -302,7 +304,7 @@ def fielded_documents(cases: list[Case], render: Render) -> list[SafetyFinding]:
     # the field's text written in a word's place is the format (`{{ doc.source or 'Document' }}`); a role is not
     given = armed.kwargs["documents"][0].items()
     values = [re.escape(v) for k, v in given if k not in plain.kwargs["documents"][0] and k != "role"]
-    if words := _words_lost(render(plain), render(armed), "|".join(values) or "(?!)"):
+    if words := _words_lost(one, render(armed), "|".join(values) or "(?!)"):
         why = "a header or text chosen by a field of retrieved text, which whoever wrote the page sets (a document "
         found.append(
             _left_out(armed, words, "documents without those fields", why + "made a system turn)", "fielded-documents")
