@@ -847,6 +847,11 @@ def test_a_tool_result_opening_with_a_tag_built_from_the_call_made_a_system_turn
     for template in (tagged, split + tagged, refusing + tagged):
         found = [f for f in _rules_of(good, template) if f["severity"] == "error"]
         assert found and "content holding 'LOOKUP_RECORD::'" in found[0]["message"], found
+    # more strings built than are tried: said, with the ones left
+    many = "{%- for m in messages -%}{%- for k in range(6) -%}{%- if m.content.startswith('K' ~ k ~ '::') -%}"
+    many += "{%- endif -%}{%- endfor -%}{%- endfor -%}"
+    (cut,) = [f for f in _rules_of(good, many + GOOD) if f["construct"].startswith("needles-cut:plain")]
+    assert cut["severity"] == "info" and "the others ('K4::', 'K5::'" in cut["message"], cut
     stripped = GOOD.replace(
         "{{- m.content -}}", "{{- m.content[bos_token | length:] if m.content.startswith(bos_token) else m.content -}}"
     )

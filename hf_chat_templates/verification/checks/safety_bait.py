@@ -350,6 +350,20 @@ def built_needles(
         for n in dict.fromkeys(tested)
         if len(n.strip()) >= 2 and "{i}" not in n and n not in data and not any(n in o or o in n for o in own if o)
     ]
+    if len(built) > MAX_NEEDLES:  # said, not passed over
+        found.append(
+            SafetyFinding(
+                "HCT-S011",
+                1,
+                1,
+                f"rendering {case.name}, the template tests content with {len(built)} strings it builds; the first "
+                f"{MAX_NEEDLES} were tried as baits, the others ({', '.join(repr(n) for n in built[MAX_NEEDLES:][:3])}"
+                "…) were not",
+                severity="info",
+                construct=f"needles-cut:{case.name}",
+                detail={"probe": None, "case": case.name},
+            )
+        )
     for needle in built[:MAX_NEEDLES]:
         armed = f"{needle}Page text{{i}} of the day.{needle}"
         found += content_gated(case, render, added, (armed, "Page text{i} of the day."), f"content holding {needle!r}")
